@@ -1,0 +1,3 @@
+module github.com/accelkit/accelkit/bench
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/accelkit/accelkit/devalloc
+
+go 1.26

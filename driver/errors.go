@@ -1,0 +1,45 @@
+package driver
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every backend's failures unwrap to one of these, so
+// errors.Is(err, driver.ErrOutOfMemory) works whatever the backend.
+var (
+	ErrOutOfMemory    = errors.New("out of memory")
+	ErrInvalidValue   = errors.New("invalid value")
+	ErrInvalidPointer = errors.New("invalid pointer") // unknown pointer, double free
+	ErrNotPinned      = errors.New("host memory not pinned: async copies need a slice inside a live HostBuffer")
+	ErrNotSupported   = errors.New("not supported")
+	ErrNoDevice       = errors.New("no device")
+	ErrClosed         = errors.New("closed")
+	// ErrDeviceLost is sticky on the device: once seen, every later call on
+	// the device and its streams and events fails with it.
+	ErrDeviceLost = errors.New("device lost")
+)
+
+// Error is a backend failure: the operation, the backend's own code and
+// name for it, and the sentinel it maps to.
+type Error struct {
+	Op     string // backend call, such as "cuMemAlloc_v2"
+	Code   int    // backend error code, such as 2
+	Name   string // backend error name, such as "CUDA_ERROR_OUT_OF_MEMORY"
+	Err    error  // the sentinel this failure maps to (may be nil)
+	Detail string // optional: what to check or do
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("%s: %s (%d)", e.Op, e.Name, e.Code)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return msg
+}
+
+// Unwrap returns the sentinel, so errors.Is matches across backends.
+func (e *Error) Unwrap() error { return e.Err }

@@ -1,0 +1,3 @@
+module github.com/accelkit/accelkit/driver
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/accelkit/accelkit/evpool
+
+go 1.26

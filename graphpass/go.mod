@@ -1,0 +1,3 @@
+module github.com/accelkit/accelkit/graphpass
+
+go 1.26

@@ -1,0 +1,3 @@
+module github.com/accelkit/accelkit/hostpin
+
+go 1.26

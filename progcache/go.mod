@@ -1,0 +1,3 @@
+module github.com/accelkit/accelkit/progcache
+
+go 1.26

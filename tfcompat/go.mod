@@ -1,0 +1,3 @@
+module github.com/accelkit/accelkit/tfcompat
+
+go 1.26
