@@ -1,0 +1,321 @@
+// Package accbench is the accbench program as a library, so that
+// bench/cmd/accbench and bench/sqlitepeer/cmd/accbench (accbench with a
+// SQLite backend added to the progcache suite) share one implementation.
+package accbench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/accelkit/accelkit/bench/report"
+	"github.com/accelkit/accelkit/driver"
+)
+
+// Env is what a suite runs with.
+type Env struct {
+	Ctx       context.Context
+	Driver    driver.Driver
+	Dev       driver.Device
+	Simulated bool
+	Quick     bool   // seconds, not minutes: CI smoke runs
+	Out       string // output directory (traces are written here for peers)
+	Trace     string // -trace FILE for the replay suite
+	Extra     Extra
+	progress  func(step string)
+}
+
+// Step reports progress on stderr: suite, step and elapsed time.
+func (e *Env) Step(format string, args ...any) {
+	if e.progress != nil {
+		e.progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// Measurement is one figure of one repetition: ours beside a baseline
+// measured in the same run.
+type Measurement struct {
+	Case         string
+	Unit         string
+	Ours         float64
+	Base         float64 // 0: no baseline
+	BaseName     string
+	HigherBetter bool
+	Goal         string
+	// GoalOK judges the aggregated row; nil when Goal only informs.
+	GoalOK func(r report.Row) bool
+}
+
+// Output is one repetition of a suite.
+type Output struct {
+	Measurements []Measurement
+	Series       []report.Series
+	Notes        []string
+}
+
+// Suite is one named benchmark suite.
+type Suite struct {
+	Name  string
+	Title string
+	Run   func(env *Env) (Output, error)
+	// Invariant suites fail the program (non-zero exit) when Run errors.
+	Invariant bool
+	// Default says whether a run with no -suite includes it.
+	Default bool
+}
+
+// Extra carries what a variant main adds, such as more progcache backends.
+type Extra struct {
+	// ProgcacheBackends adds named caches to the progcache suite; open
+	// creates one in dir.
+	ProgcacheBackends []NamedCache
+}
+
+// Main runs accbench with args (without the program name) and returns the
+// exit code.
+func Main(args []string, stdout, stderr io.Writer, extra Extra) int {
+	return run(args, stdout, stderr, extra, allSuites())
+}
+
+func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int {
+	fl := flag.NewFlagSet("accbench", flag.ContinueOnError)
+	fl.SetOutput(stderr)
+	suitesFlag := fl.String("suite", "", "comma-separated suites to run (default: all); one of "+strings.Join(suiteNames(all), ", "))
+	drvFlag := fl.String("driver", "auto", "driver: auto (CUDA when present, else sim), sim, cuda, or name:dsn")
+	quick := fl.Bool("quick", false, "seconds instead of minutes: smaller workloads, for CI smoke runs")
+	out := fl.String("out", "accbench-out", "directory for results.json, report.html and generated traces")
+	jsonOut := fl.Bool("json", false, "print the summary table as JSON on stdout instead of text")
+	count := fl.Int("count", 1, "repetitions of each suite; the report gives median and spread")
+	traceFile := fl.String("trace", "", "RMM logging CSV to replay in the replay suite (in addition to the built-in traces)")
+	peers := fl.String("peers", "", "python interpreter with torch and cuda.core (e.g. /opt/torch/.venv/bin/python): run bench/peers beside the Go suites")
+	if err := fl.Parse(args); err != nil {
+		return 2
+	}
+	if *count < 1 || *count > 100 {
+		fmt.Fprintf(stderr, "accbench: -count %d: want 1..100\n", *count)
+		return 2
+	}
+	chosen, err := selectSuites(all, *suitesFlag)
+	if err != nil {
+		fmt.Fprintln(stderr, "accbench:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	name, dsn, _ := strings.Cut(*drvFlag, ":")
+	drv, err := driver.Open(name, dsn)
+	if err != nil {
+		fmt.Fprintln(stderr, "accbench: open driver:", err)
+		return 1
+	}
+	defer drv.Close()
+	dev, err := drv.Device(0)
+	if err != nil {
+		fmt.Fprintln(stderr, "accbench:", err)
+		return 1
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fmt.Fprintln(stderr, "accbench:", err)
+		return 1
+	}
+	res := &report.Results{
+		Schema: report.Schema, Started: time.Now(), Command: "accbench " + strings.Join(args, " "),
+		Host: hostInfo(), Driver: drv.Name() + " (" + drv.Version() + ")", Device: dev.Name(),
+		Simulated: isSimulated(dev), Quick: *quick, Count: *count,
+	}
+	env := &Env{Ctx: ctx, Driver: drv, Dev: dev, Simulated: res.Simulated, Quick: *quick, Out: *out, Trace: *traceFile, Extra: extra}
+	start := time.Now()
+	failed := false
+	for _, s := range chosen {
+		if ctx.Err() != nil {
+			break
+		}
+		sr := runSuite(env, s, *count, stderr, start)
+		if sr.Error != "" && s.Invariant {
+			failed = true
+		}
+		res.Suites = append(res.Suites, sr)
+	}
+	if *peers != "" {
+		env.progress = progressTo(stderr, "peers", start)
+		if err := runPeers(env, *peers, res); err != nil {
+			fmt.Fprintln(stderr, "accbench: peers:", err)
+		}
+	}
+	res.Seconds = time.Since(start).Seconds()
+	if err := writeOutputs(res, *out); err != nil {
+		fmt.Fprintln(stderr, "accbench:", err)
+		return 1
+	}
+	if *jsonOut {
+		err = res.WriteJSON(stdout)
+	} else {
+		err = res.WriteTable(stdout)
+		fmt.Fprintf(stdout, "\nwrote %s and %s\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "report.html"))
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "accbench:", err)
+		return 1
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "accbench: interrupted; the report holds the suites that finished")
+		return 130
+	}
+	if failed {
+		fmt.Fprintln(stderr, "accbench: an invariant suite failed (see FAILED above)")
+		return 1
+	}
+	return 0
+}
+
+func progressTo(w io.Writer, suite string, start time.Time) func(string) {
+	return func(step string) {
+		fmt.Fprintf(w, "[%6.1fs] %-16s %s\n", time.Since(start).Seconds(), suite, step)
+	}
+}
+
+// runSuite runs s count times and aggregates its measurements by case.
+func runSuite(env *Env, s Suite, count int, stderr io.Writer, start time.Time) report.Suite {
+	env.progress = progressTo(stderr, s.Name, start)
+	sr := report.Suite{Name: s.Name, Title: s.Title}
+	t0 := time.Now()
+	var outs []Output
+	for rep := range count {
+		if count > 1 {
+			env.Step("repetition %d/%d", rep+1, count)
+		}
+		out, err := s.Run(env)
+		if err != nil {
+			sr.Error = err.Error()
+			env.Step("FAILED: %v", err)
+			break
+		}
+		outs = append(outs, out)
+	}
+	sr.Seconds = time.Since(t0).Seconds()
+	if len(outs) == 0 {
+		return sr
+	}
+	sr.Rows = aggregate(outs)
+	sr.Series = outs[len(outs)/2].Series // the median repetition's curves
+	sr.Notes = outs[0].Notes
+	env.Step("done in %.1fs", sr.Seconds)
+	return sr
+}
+
+func aggregate(outs []Output) []report.Row {
+	var rows []report.Row
+	index := map[string]int{}
+	ours := map[string][]float64{}
+	base := map[string][]float64{}
+	goals := map[string]func(report.Row) bool{}
+	for _, o := range outs {
+		for _, m := range o.Measurements {
+			if _, ok := index[m.Case]; !ok {
+				index[m.Case] = len(rows)
+				rows = append(rows, report.Row{Case: m.Case, Unit: m.Unit, BaseName: m.BaseName, HigherBetter: m.HigherBetter, Goal: m.Goal})
+				goals[m.Case] = m.GoalOK
+			}
+			ours[m.Case] = append(ours[m.Case], m.Ours)
+			if m.Base != 0 {
+				base[m.Case] = append(base[m.Case], m.Base)
+			}
+		}
+	}
+	for i := range rows {
+		r := &rows[i]
+		r.Ours = report.NewStat(ours[r.Case]...)
+		if b := base[r.Case]; len(b) > 0 {
+			st := report.NewStat(b...)
+			r.Base = &st
+		}
+		r.ComputeRatio()
+		if g := goals[r.Case]; g != nil {
+			ok := g(*r)
+			r.GoalMet = &ok
+		}
+	}
+	return rows
+}
+
+func writeOutputs(res *report.Results, dir string) error {
+	write := func(name string, fn func(io.Writer) error) error {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := fn(f); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	return errors.Join(write("results.json", res.WriteJSON), write("report.html", res.WriteHTML))
+}
+
+func isSimulated(dev driver.Device) bool {
+	if pd, ok := dev.(driver.PropertiesDevice); ok {
+		if p, err := pd.Properties(); err == nil {
+			return p.Simulated
+		}
+	}
+	return false
+}
+
+func hostInfo() report.Host {
+	h := report.Host{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), GOMAXPROCS: runtime.GOMAXPROCS(0), GoVersion: runtime.Version()}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				h.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int
+		if _, err := fmt.Sscanf(string(data), "MemTotal: %d kB", &kb); err == nil {
+			h.MemoryGiB = (kb + 512<<10) >> 20
+		}
+	}
+	return h
+}
+
+func suiteNames(all []Suite) []string {
+	var names []string
+	for _, s := range all {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+func selectSuites(all []Suite, list string) ([]Suite, error) {
+	if strings.TrimSpace(list) == "" {
+		var def []Suite
+		for _, s := range all {
+			if s.Default {
+				def = append(def, s)
+			}
+		}
+		return def, nil
+	}
+	var out []Suite
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		i := slices.IndexFunc(all, func(s Suite) bool { return s.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("-suite: unknown suite %q (suites: %s)", name, strings.Join(suiteNames(all), ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}

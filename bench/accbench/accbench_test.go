@@ -1,0 +1,134 @@
+package accbench
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/accelkit/accelkit/bench/report"
+	_ "github.com/accelkit/accelkit/driver/sim"
+)
+
+func TestQuickRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real suites")
+	}
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"-quick", "-driver", "sim", "-suite", "replay,churn-invariants,wrlru,hostpin", "-out", out}, &stdout, &stderr, Extra{})
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{"[", "replay", "training through plain", "done in"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("progress on stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if !strings.Contains(stdout.String(), "simulated") || !strings.Contains(stdout.String(), "training: peak reserved / peak allocated, plain") {
+		t.Errorf("summary table:\n%s", stdout.String())
+	}
+	f, err := os.Open(filepath.Join(out, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := report.ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Suites) != 4 || !res.Simulated {
+		t.Errorf("results: %d suites, simulated %v", len(res.Suites), res.Simulated)
+	}
+	for _, s := range res.Suites {
+		if s.Error != "" || len(s.Rows) == 0 {
+			t.Errorf("suite %s: error %q, %d rows", s.Name, s.Error, len(s.Rows))
+		}
+	}
+	html, err := os.ReadFile(filepath.Join(out, "report.html"))
+	if err != nil || !bytes.Contains(html, []byte(`id="suite-replay"`)) {
+		t.Errorf("report.html: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "traces", "training.csv")); err != nil {
+		t.Errorf("the replay suite did not write its trace for the peers: %v", err)
+	}
+}
+
+func TestJSONFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	ok := Suite{Name: "ok", Default: true, Run: func(env *Env) (Output, error) {
+		return Output{Measurements: []Measurement{{Case: "c", Unit: "ns/op", Ours: 10, Base: 100, BaseName: "b"}}}, nil
+	}}
+	code := run([]string{"-json", "-count", "3", "-driver", "sim", "-out", t.TempDir()}, &stdout, &stderr, Extra{}, []Suite{ok})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var res report.Results
+	if err := json.Unmarshal(stdout.Bytes(), &res); err != nil {
+		t.Fatalf("-json output is not JSON: %v\n%s", err, stdout.String())
+	}
+	row := res.Suites[0].Rows[0]
+	if row.Ours.N != 3 || row.Ratio != 10 {
+		t.Errorf("row %+v: want 3 repetitions and ratio 10", row)
+	}
+}
+
+func TestInvariantFailureExitsNonZero(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	bad := Suite{Name: "inv", Default: true, Invariant: true, Run: func(env *Env) (Output, error) {
+		return Output{}, errors.New("leak: 512 bytes still allocated")
+	}}
+	soft := Suite{Name: "soft", Default: true, Run: func(env *Env) (Output, error) { return Output{}, errors.New("not an invariant") }}
+	if code := run([]string{"-driver", "sim", "-out", t.TempDir()}, &stdout, &stderr, Extra{}, []Suite{soft}); code != 0 {
+		t.Errorf("a failing non-invariant suite gave exit %d", code)
+	}
+	if code := run([]string{"-driver", "sim", "-out", t.TempDir()}, &stdout, &stderr, Extra{}, []Suite{bad}); code == 0 {
+		t.Error("a failing invariant suite gave exit 0")
+	}
+	if !strings.Contains(stdout.String(), "FAILED: leak") {
+		t.Errorf("table does not show the failure:\n%s", stdout.String())
+	}
+}
+
+func TestFlagErrors(t *testing.T) {
+	for _, args := range [][]string{{"-suite", "nosuch"}, {"-count", "0"}, {"-driver", "nosuch"}} {
+		var stdout, stderr bytes.Buffer
+		if code := Main(append(args, "-out", t.TempDir()), &stdout, &stderr, Extra{}); code == 0 {
+			t.Errorf("%v: exit 0", args)
+		}
+		if stderr.Len() == 0 {
+			t.Errorf("%v: no message", args)
+		}
+	}
+}
+
+func TestMergePeers(t *testing.T) {
+	res := &report.Results{Suites: []report.Suite{{Name: "devalloc", Rows: []report.Row{{Case: hitPathCase, Unit: "ns/pair", Ours: report.NewStat(100)}}}}}
+	mergePeers(res, []peerRecord{
+		{Peer: "torch", Version: "2.11", Case: "device_pool", Value: 600, Unit: "ns/pair"},
+		{Peer: "torch", Case: "host_pair", Value: 120, Unit: "ns/pair", Size: 4096},
+		{Peer: "cuda.core", Error: "no module"},
+	})
+	row := res.Suites[0].Rows[0]
+	if row.Base == nil || row.Ratio != 6 || row.GoalMet == nil || !*row.GoalMet || !row.Peer {
+		t.Errorf("merged row %+v", row)
+	}
+	if len(res.Suites) != 2 || res.Suites[1].Name != "peers" || len(res.Suites[1].Rows) != 1 || len(res.Suites[1].Notes) != 1 {
+		t.Errorf("unmatched peer figures: %+v", res.Suites[1:])
+	}
+}
+
+func TestXorshiftMatchesPeer(t *testing.T) {
+	// The first values of bench/peers/torch_alloc.py's generator with seed
+	// 1 (xorshift64*, 12/25/27), so both sides draw the same sizes.
+	s := xorshift64star(1)
+	want := []uint64{5180492295206395165, 12380297144915551517, 13389498078930870103}
+	for i, w := range want {
+		if got := s.next(); got != w {
+			t.Fatalf("value %d = %d, want %d", i, got, w)
+		}
+	}
+}

@@ -1,0 +1,195 @@
+package accbench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/accelkit/accelkit/bench/peers"
+	"github.com/accelkit/accelkit/bench/report"
+)
+
+// peerRecord is one line a peer harness prints.
+type peerRecord struct {
+	Peer    string  `json:"peer"`
+	Version string  `json:"version"`
+	Case    string  `json:"case"`
+	Value   float64 `json:"value"`
+	Unit    string  `json:"unit"`
+	Size    int     `json:"size"`
+	Bytes   int     `json:"bytes"`
+	Source  int     `json:"source_bytes"`
+	Trace   string  `json:"trace"`
+	Config  string  `json:"config"`
+	Ratio   float64 `json:"ratio"`
+	Error   string  `json:"error"`
+}
+
+// runPeers writes the embedded harnesses to out/peers, runs them with
+// python, and puts each figure beside ours: as the baseline of the matching
+// row, or in a "peers" suite when no row matches.
+func runPeers(env *Env, python string, res *report.Results) error {
+	dir := filepath.Join(env.Out, "peers")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	entries, err := peers.Scripts.ReadDir(".")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		data, err := peers.Scripts.ReadFile(e.Name())
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
+			return err
+		}
+	}
+	var recs []peerRecord
+	run := func(script string, args ...string) {
+		env.Step("%s %s", script, strings.Join(args, " "))
+		cmd := exec.CommandContext(env.Ctx, python, append([]string{filepath.Join(dir, script)}, args...)...)
+		cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1", "ACCELKIT_PEER_BUILD="+filepath.Join(dir, "build"))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		sc := bufio.NewScanner(bytes.NewReader(out))
+		for sc.Scan() {
+			var r peerRecord
+			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Peer != "" {
+				recs = append(recs, r)
+			}
+		}
+		if err != nil {
+			recs = append(recs, peerRecord{Peer: script, Error: fmt.Sprintf("%v: %s", err, lastLines(stderr.String(), 5))})
+		}
+	}
+	quick := []string{}
+	if env.Quick {
+		quick = []string{"--quick"}
+	}
+	run("torch_alloc.py", quick...)
+	traces, _ := filepath.Glob(filepath.Join(env.Out, "traces", "*.csv"))
+	if len(traces) > 0 {
+		run("torch_trace.py", traces...)
+	}
+	run("cudacore_cache.py", quick...)
+	mergePeers(res, recs)
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// peerTarget says where a peer figure goes: the suite and case of our row,
+// the unit conversion, and the goal judged on the ratio.
+type peerTarget struct {
+	suite, ours string
+	scale       float64 // multiply the peer's value into our row's unit
+	goal        string
+	goalOK      func(r report.Row) bool
+}
+
+func targetFor(r peerRecord) (peerTarget, bool) {
+	half := func(r report.Row) bool { return r.Ratio >= 2 }
+	parity := func(r report.Row) bool { return r.Ratio >= 1 }
+	switch {
+	case r.Peer == "torch" && r.Case == "device_pool":
+		return peerTarget{"devalloc", hitPathCase, 1, "<= 0.5x PyTorch", half}, true
+	case r.Peer == "torch" && r.Case == "device_warm":
+		return peerTarget{"devalloc", warmCase(uint64(r.Size)), 1, "", nil}, true
+	case r.Peer == "torch" && r.Case == "host_pair":
+		return peerTarget{"hostpin", "alloc+free " + sizeName(r.Size), 1, "<= PyTorch", parity}, true
+	case r.Peer == "torch" && r.Case == "trace":
+		mode := "plain"
+		if r.Config == "expandable" {
+			mode = "expandable"
+		}
+		name := strings.TrimSuffix(r.Trace, ".csv")
+		return peerTarget{"replay", fmt.Sprintf("%s: peak reserved / peak allocated, %s", name, mode), 1, "", nil}, true
+	case r.Peer == "cuda.core":
+		switch r.Case {
+		case "inmemory_put":
+			return peerTarget{"progcache", "memory put 64 KiB", 1, "", nil}, true
+		case "inmemory_get":
+			return peerTarget{"progcache", "memory get hit 64 KiB", 1, "", nil}, true
+		case "filestream_put":
+			return peerTarget{"progcache", "filestream put 64 KiB", 1, "<= 0.5x cuda.core", half}, true
+		case "filestream_get":
+			return peerTarget{"progcache", "filestream get hit 64 KiB", 1, "<= 0.5x cuda.core", half}, true
+		case "make_program_cache_key":
+			return peerTarget{"progcache", "MakeKey " + sizeName(r.Source) + " source", 1, "", nil}, true
+		}
+	}
+	return peerTarget{}, false
+}
+
+func mergePeers(res *report.Results, recs []peerRecord) {
+	extra := report.Suite{Name: "peers", Title: "peer harness figures with no matching accelkit row"}
+	for _, r := range recs {
+		if r.Error != "" {
+			extra.Notes = append(extra.Notes, fmt.Sprintf("%s failed: %s", r.Peer, r.Error))
+			continue
+		}
+		label := r.Peer
+		if r.Version != "" {
+			label += " " + r.Version
+		}
+		t, ok := targetFor(r)
+		var row *report.Row
+		if ok {
+			row = findRow(res, t.suite, t.ours)
+		}
+		if row == nil {
+			c := r.Case
+			if r.Trace != "" {
+				c += " " + r.Trace + " " + r.Config
+				r.Value, r.Unit = r.Ratio, "x (peak reserved / peak allocated)"
+			}
+			if r.Size > 0 {
+				c += " " + sizeName(r.Size)
+			}
+			extra.Rows = append(extra.Rows, report.Row{Case: label + " " + c, Unit: r.Unit, Ours: report.NewStat(r.Value)})
+			continue
+		}
+		v := r.Value * t.scale
+		if r.Peer == "torch" && r.Case == "trace" {
+			v = r.Ratio
+		}
+		st := report.NewStat(v)
+		row.Base, row.BaseName, row.Peer = &st, label, true
+		row.ComputeRatio()
+		if t.goalOK != nil {
+			ok := t.goalOK(*row)
+			row.Goal, row.GoalMet = t.goal, &ok
+		}
+	}
+	if len(extra.Rows) > 0 || len(extra.Notes) > 0 {
+		res.Suites = append(res.Suites, extra)
+	}
+}
+
+func findRow(res *report.Results, suite, c string) *report.Row {
+	for i := range res.Suites {
+		if res.Suites[i].Name != suite {
+			continue
+		}
+		for j := range res.Suites[i].Rows {
+			if res.Suites[i].Rows[j].Case == c {
+				return &res.Suites[i].Rows[j]
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,206 @@
+package accbench
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/accelkit/accelkit/bench/report"
+	"github.com/accelkit/accelkit/progcache"
+)
+
+// NamedCache is a progcache backend the suite measures, opened in dir.
+type NamedCache struct {
+	Name string
+	Open func(dir string) (progcache.Cache, error)
+}
+
+func builtinCaches() []NamedCache {
+	return []NamedCache{
+		{"memory", func(string) (progcache.Cache, error) { return progcache.NewMemory(progcache.MemoryOptions{}) }},
+		{"bolt", func(dir string) (progcache.Cache, error) {
+			return progcache.OpenBolt(filepath.Join(dir, "cache.bolt"), progcache.BoltOptions{})
+		}},
+		{"filestream", func(dir string) (progcache.Cache, error) {
+			return progcache.OpenFileStream(filepath.Join(dir, "fs"), progcache.FileStreamOptions{})
+		}},
+		{"filestream-sync", func(dir string) (progcache.Cache, error) {
+			return progcache.OpenFileStream(filepath.Join(dir, "fs-sync"), progcache.FileStreamOptions{Sync: true})
+		}},
+	}
+}
+
+// cuda.core 1.2.0 on the H100 machine (ANCHORS.md), for rows without a
+// peer measured in this run: indicative only.
+var cudaCoreAnchorUS = map[string][2]float64{ // backend -> {put, get}
+	"memory":          {2.1, 1.0},
+	"filestream":      {319, 36.6},
+	"filestream-sync": {319, 36.6},
+}
+
+func progcacheSuite() Suite {
+	return Suite{
+		Name: "progcache", Title: "program caches: get hit and put of 64 KiB, MakeKey, GetOrCompile", Default: true,
+		Run: func(env *Env) (Output, error) {
+			var out Output
+			ctx := env.Ctx
+			payload := make([]byte, 64<<10)
+			rand.Read(payload)
+			obj := progcache.Object{Kind: "cubin", Name: "bench", Code: payload}
+			n := 2000
+			if env.Quick {
+				n = 200
+			}
+			caches := append(builtinCaches(), env.Extra.ProgcacheBackends...)
+			for _, nc := range caches {
+				env.Step("%s get/put", nc.Name)
+				dir, err := os.MkdirTemp("", "accbench-progcache-")
+				if err != nil {
+					return out, err
+				}
+				c, err := nc.Open(dir)
+				if err != nil {
+					os.RemoveAll(dir)
+					return out, fmt.Errorf("%s: %w", nc.Name, err)
+				}
+				puts := n / 4
+				if strings.Contains(nc.Name, "sync") || nc.Name == "bolt" {
+					puts = max(20, n/40) // each put is an fsync
+				}
+				keys := make([]progcache.Key, puts)
+				for i := range keys {
+					keys[i][0], keys[i][1], keys[i][2] = byte(i), byte(i>>8), 0xbe
+				}
+				t0 := time.Now()
+				for _, k := range keys {
+					if err := c.Put(ctx, k, obj); err != nil {
+						c.Close()
+						os.RemoveAll(dir)
+						return out, fmt.Errorf("%s put: %w", nc.Name, err)
+					}
+				}
+				putUS := float64(time.Since(t0).Microseconds()) / float64(puts)
+				t0 = time.Now()
+				for i := range n {
+					got, ok, err := c.Get(ctx, keys[i%len(keys)])
+					if err != nil || !ok || len(got.Code) != len(payload) {
+						c.Close()
+						os.RemoveAll(dir)
+						return out, fmt.Errorf("%s get: hit=%v err=%v", nc.Name, ok, err)
+					}
+				}
+				getUS := float64(time.Since(t0).Microseconds()) / float64(n)
+				c.Close()
+				os.RemoveAll(dir)
+				anchor, hasAnchor := cudaCoreAnchorUS[nc.Name]
+				put := Measurement{Case: nc.Name + " put 64 KiB", Unit: "us/op", Ours: putUS}
+				get := Measurement{Case: nc.Name + " get hit 64 KiB", Unit: "us/op", Ours: getUS}
+				if hasAnchor {
+					put.Base, put.BaseName = anchor[0], "cuda.core (anchor, H100 host)"
+					get.Base, get.BaseName = anchor[1], "cuda.core (anchor, H100 host)"
+				}
+				switch nc.Name {
+				case "memory":
+					get.Goal, get.GoalOK = "< 1 us", func(r report.Row) bool { return r.Ours.Median < 1 }
+				case "filestream":
+					get.Goal, get.GoalOK = "<= 0.5x cuda.core", func(r report.Row) bool { return r.Ratio >= 2 }
+					put.Goal, put.GoalOK = "<= 0.5x cuda.core", func(r report.Row) bool { return r.Ratio >= 2 }
+				}
+				out.Measurements = append(out.Measurements, put, get)
+			}
+			for _, size := range []int{56 << 10, 1 << 20} {
+				env.Step("MakeKey %s", sizeName(size))
+				src := make([]byte, size)
+				for i := range src {
+					src[i] = "__global__ void k(float*x){x[0]+=1;}\n"[i%37]
+				}
+				in := progcache.KeyInput{Sources: []progcache.Source{{Name: "k.cu", Code: src}}, CodeType: "c++", Target: "cubin",
+					Options: progcache.Options{Arch: "sm_90", Std: "c++17"}}
+				reps := 200
+				if size > 100<<10 {
+					reps = 20
+				}
+				t0 := time.Now()
+				for range reps {
+					if _, err := progcache.MakeKey(in); err != nil {
+						return out, err
+					}
+				}
+				m := Measurement{Case: "MakeKey " + sizeName(size) + " source", Unit: "us/op", Ours: float64(time.Since(t0).Microseconds()) / float64(reps)}
+				if size == 56<<10 {
+					m.Base, m.BaseName = 75, "cuda.core make_program_cache_key (anchor)"
+				}
+				out.Measurements = append(out.Measurements, m)
+			}
+			if cc, err := exec.LookPath("cc"); err == nil {
+				env.Step("GetOrCompile with %s", cc)
+				miss, hit, err := getOrCompileCost(ctx, cc)
+				if err != nil {
+					return out, err
+				}
+				out.Measurements = append(out.Measurements, Measurement{
+					Case: "GetOrCompile, cc -c: hit vs miss", Unit: "us/op", Ours: hit, Base: miss, BaseName: "miss (compile)",
+				})
+			} else {
+				out.Notes = append(out.Notes, "no system C compiler: GetOrCompile miss vs hit skipped")
+			}
+			out.Notes = append(out.Notes, "cuda.core figures without a peer run are ANCHORS.md's (Python, H100 machine): indicative only. With -peers they are measured in the same run.")
+			return out, nil
+		},
+	}
+}
+
+// getOrCompileCost compiles a small C file with the system compiler through
+// GetOrCompile on a filestream cache: the first call misses and compiles,
+// later calls hit. It returns the mean miss and hit cost in microseconds.
+func getOrCompileCost(ctx context.Context, cc string) (miss, hit float64, err error) {
+	dir, err := os.MkdirTemp("", "accbench-goc-")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer os.RemoveAll(dir)
+	c, err := progcache.OpenFileStream(filepath.Join(dir, "cache"), progcache.FileStreamOptions{})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer c.Close()
+	const misses, hits = 5, 200
+	var missTotal, hitTotal time.Duration
+	for i := range misses {
+		src := []byte(fmt.Sprintf("int f%d(int x) { return x * %d + 1; }\n", i, i))
+		key, err := progcache.MakeKey(progcache.KeyInput{Sources: []progcache.Source{{Name: "f.c", Code: src}}, CodeType: "c", Target: "elf",
+			Toolchain: []progcache.Component{{Name: "cc", Version: cc}}})
+		if err != nil {
+			return 0, 0, err
+		}
+		compile := func(ctx context.Context) (progcache.Object, error) {
+			in, outf := filepath.Join(dir, fmt.Sprintf("f%d.c", i)), filepath.Join(dir, fmt.Sprintf("f%d.o", i))
+			if err := os.WriteFile(in, src, 0o600); err != nil {
+				return progcache.Object{}, err
+			}
+			if b, err := exec.CommandContext(ctx, cc, "-c", "-O2", "-o", outf, in).CombinedOutput(); err != nil {
+				return progcache.Object{}, fmt.Errorf("cc: %v: %s", err, b)
+			}
+			code, err := os.ReadFile(outf)
+			return progcache.Object{Kind: "elf", Name: "f.o", Code: code}, err
+		}
+		t0 := time.Now()
+		if _, err := progcache.GetOrCompile(ctx, c, key, compile); err != nil {
+			return 0, 0, err
+		}
+		missTotal += time.Since(t0)
+		t0 = time.Now()
+		for range hits / misses {
+			if _, err := progcache.GetOrCompile(ctx, c, key, compile); err != nil {
+				return 0, 0, err
+			}
+		}
+		hitTotal += time.Since(t0)
+	}
+	return float64(missTotal.Microseconds()) / misses, float64(hitTotal.Microseconds()) / hits, nil
+}

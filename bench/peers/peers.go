@@ -1,0 +1,13 @@
+// Package peers embeds the peer harnesses: Python (and C++ through
+// torch.utils.cpp_extension.load_inline) programs that measure the systems
+// accelkit replaces — PyTorch's device and pinned caching allocators and
+// cuda.core's program caches — so accbench -peers runs them in the same run
+// as its own suites, and a binary built elsewhere carries them along.
+package peers
+
+import "embed"
+
+// Scripts holds torch_alloc.py, torch_trace.py and cudacore_cache.py.
+//
+//go:embed *.py
+var Scripts embed.FS

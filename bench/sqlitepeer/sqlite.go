@@ -1,0 +1,199 @@
+// Package sqlitepeer is a progcache.Cache on SQLite (modernc.org/sqlite, pure
+// Go), the store CUDA Python's first persistent program cache used. It
+// exists only so accbench can measure bbolt and filestream beside SQLite on
+// the same workload; it lives in its own module so that neither the library
+// modules nor the bench module require a SQLite driver, and it is never
+// released.
+//
+// Entries are progcache's own checksummed records (EncodeRecord), one row
+// per key, with an access time for least-recently-used eviction under a
+// byte cap: the same contract as progcache's backends, checked by
+// progcache/cachetest.
+package sqlitepeer
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/accelkit/accelkit/progcache"
+	_ "modernc.org/sqlite"
+)
+
+// Cache is a SQLite-backed progcache.Cache. It is safe for concurrent use:
+// SQLite serialises writers; mu only guards the byte total used for
+// eviction, taken around each write transaction.
+type Cache struct {
+	db       *sql.DB
+	maxBytes int64
+	mu       sync.Mutex // serialises Put/Delete/Clear so the byte total stays exact
+	closed   atomic.Bool
+	stats    struct {
+		hits, misses, puts, evictions, tooLarge, corrupt atomic.Int64
+	}
+}
+
+// Open opens (creating if needed) the SQLite file at path with a byte cap on
+// stored records (0: none; negative: error).
+func Open(path string, maxBytes int64) (*Cache, error) {
+	if maxBytes < 0 {
+		return nil, fmt.Errorf("sqlitepeer: byte cap %d is negative; use 0 for no cap: %w", maxBytes, progcache.ErrInvalidInput)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.Exec(`CREATE TABLE IF NOT EXISTS entries (key BLOB PRIMARY KEY, record BLOB NOT NULL, size INTEGER NOT NULL, atime INTEGER NOT NULL)`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlitepeer: %s: %w", path, err)
+	}
+	if _, err := db.Exec(`CREATE INDEX IF NOT EXISTS entries_atime ON entries(atime)`); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Cache{db: db, maxBytes: maxBytes}, nil
+}
+
+func (c *Cache) check(ctx context.Context) error {
+	if c.closed.Load() {
+		return fmt.Errorf("sqlitepeer: %w", progcache.ErrClosed)
+	}
+	return ctx.Err()
+}
+
+// Get returns the object stored under k. A record that fails its checksum
+// is a miss, removed and counted.
+func (c *Cache) Get(ctx context.Context, k progcache.Key) (progcache.Object, bool, error) {
+	if err := c.check(ctx); err != nil {
+		return progcache.Object{}, false, err
+	}
+	var rec []byte
+	err := c.db.QueryRowContext(ctx, `SELECT record FROM entries WHERE key = ?`, k[:]).Scan(&rec)
+	if errors.Is(err, sql.ErrNoRows) {
+		c.stats.misses.Add(1)
+		return progcache.Object{}, false, nil
+	}
+	if err != nil {
+		return progcache.Object{}, false, err
+	}
+	gotKey, obj, err := progcache.DecodeRecord(rec, progcache.RecordOptions{})
+	if err != nil || gotKey != k {
+		c.stats.corrupt.Add(1)
+		c.stats.misses.Add(1)
+		c.Delete(ctx, k)
+		return progcache.Object{}, false, nil
+	}
+	// Refresh the access time for LRU eviction; a failure here only ages
+	// the entry.
+	c.db.ExecContext(ctx, `UPDATE entries SET atime = ? WHERE key = ?`, time.Now().UnixNano(), k[:])
+	c.stats.hits.Add(1)
+	return obj, true, nil
+}
+
+// Put stores obj under k, evicting least recently used entries beyond the
+// byte cap. An object larger than the cap is refused with ErrTooLarge.
+func (c *Cache) Put(ctx context.Context, k progcache.Key, obj progcache.Object) error {
+	if err := c.check(ctx); err != nil {
+		return err
+	}
+	rec, err := progcache.EncodeRecord(k, obj, progcache.RecordOptions{})
+	if err != nil {
+		return err
+	}
+	if c.maxBytes > 0 && int64(len(rec)) > c.maxBytes {
+		c.stats.tooLarge.Add(1)
+		return fmt.Errorf("sqlitepeer: record of %d bytes exceeds the %d-byte cap: %w", len(rec), c.maxBytes, progcache.ErrTooLarge)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tx, err := c.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO entries (key, record, size, atime) VALUES (?, ?, ?, ?)`,
+		k[:], rec, len(rec), time.Now().UnixNano()); err != nil {
+		return err
+	}
+	if c.maxBytes > 0 {
+		var total int64
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(SUM(size), 0) FROM entries`).Scan(&total); err != nil {
+			return err
+		}
+		for total > c.maxBytes {
+			var victim []byte
+			var size int64
+			if err := tx.QueryRowContext(ctx, `SELECT key, size FROM entries WHERE key != ? ORDER BY atime LIMIT 1`, k[:]).Scan(&victim, &size); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM entries WHERE key = ?`, victim); err != nil {
+				return err
+			}
+			total -= size
+			c.stats.evictions.Add(1)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	c.stats.puts.Add(1)
+	return nil
+}
+
+// Delete removes k; an absent key is not an error.
+func (c *Cache) Delete(ctx context.Context, k progcache.Key) error {
+	if err := c.check(ctx); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.db.ExecContext(ctx, `DELETE FROM entries WHERE key = ?`, k[:])
+	return err
+}
+
+// Len counts entries.
+func (c *Cache) Len(ctx context.Context) (int, error) {
+	if err := c.check(ctx); err != nil {
+		return 0, err
+	}
+	var n int
+	err := c.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM entries`).Scan(&n)
+	return n, err
+}
+
+// Clear removes every entry.
+func (c *Cache) Clear(ctx context.Context) error {
+	if err := c.check(ctx); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.db.ExecContext(ctx, `DELETE FROM entries`)
+	return err
+}
+
+// Stats returns the counters and the current contents.
+func (c *Cache) Stats() progcache.Stats {
+	s := progcache.Stats{
+		MaxBytes: c.maxBytes, Hits: c.stats.hits.Load(), Misses: c.stats.misses.Load(), Puts: c.stats.puts.Load(),
+		Evictions: c.stats.evictions.Load(), TooLarge: c.stats.tooLarge.Load(), Corrupt: c.stats.corrupt.Load(),
+	}
+	if !c.closed.Load() {
+		c.db.QueryRow(`SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries`).Scan(&s.Entries, &s.Bytes)
+	}
+	return s
+}
+
+// Close closes the database; it is idempotent.
+func (c *Cache) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	return c.db.Close()
+}
+
+var _ progcache.Cache = (*Cache)(nil)
