@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/accelkit/accelkit/devalloc v0.0.0
 	github.com/accelkit/accelkit/driver v0.0.0
+	github.com/accelkit/accelkit/graphpass v0.0.0-00010101000000-000000000000
 	github.com/accelkit/accelkit/hostpin v0.0.0
 	github.com/accelkit/accelkit/progcache v0.0.0
 	github.com/accelkit/accelkit/wrlru v0.0.0
@@ -17,6 +18,7 @@ require (
 	go.etcd.io/bbolt v1.5.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
 )
 
 replace (

@@ -10,5 +10,6 @@ func allSuites() []Suite {
 		h2dSuite(),
 		progcacheSuite(),
 		wrlruSuite(),
+		graphpassSuite(),
 	}
 }

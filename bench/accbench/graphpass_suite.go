@@ -1,6 +1,7 @@
 package accbench
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/accelkit/accelkit/bench/report"
@@ -38,7 +39,7 @@ func graphpassSuite() Suite {
 				times = append(times, float64(time.Since(t0).Microseconds())/1000)
 				moved = st.Changed
 			}
-			m := Measurement{Case: "decode + pass + encode, " + itoa(nodes) + " nodes", Unit: "ms", Ours: report.NewStat(times...).Median}
+			m := Measurement{Case: fmt.Sprintf("decode + pass + encode, %d nodes", nodes), Unit: "ms", Ours: report.NewStat(times...).Median}
 			if nodes == 100_000 {
 				m.Goal, m.GoalOK = "< 300 ms", func(r report.Row) bool { return r.Ours.Median < 300 }
 			}

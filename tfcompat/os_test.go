@@ -1,0 +1,5 @@
+package tfcompat
+
+import "runtime"
+
+func isWindows() bool { return runtime.GOOS == "windows" }
