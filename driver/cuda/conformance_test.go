@@ -1,0 +1,70 @@
+//go:build linux && cgo
+
+package cuda
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/cuda/internal/fakecuda"
+	"github.com/accelkit/accelkit/driver/drivertest"
+)
+
+// faultDevice adds drivertest.Faults to a device of the fake: the faults
+// are injected inside the fake libcuda, so they reach the backend the way a
+// GPU fault does, as a CUresult that poisons the context.
+type faultDevice struct {
+	*vmmPeerDevice
+	faults
+}
+
+type faults struct {
+	d *device
+	l *fakecuda.Lib
+}
+
+// FailStream makes the next work queued on s fault with
+// CUDA_ERROR_LAUNCH_FAILED, which poisons the device's context.
+func (f faults) FailStream(s driver.Stream) {
+	st := s.(*stream)
+	if err := f.l.FailStream(f.d.ordinal, unsafe.Pointer(st.h), errLaunchFailed); err != nil {
+		panic(err)
+	}
+}
+
+// LoseDevice poisons the context with CUDA_ERROR_ILLEGAL_ADDRESS.
+func (f faults) LoseDevice() {
+	if err := f.l.Poison(f.d.ordinal, errIllegalAddress); err != nil {
+		panic(err)
+	}
+}
+
+func TestConformanceFake(t *testing.T) {
+	l := fakecuda.Build(t, nil)
+	drivertest.Run(t, func(t *testing.T) driver.Driver {
+		drv, err := open("lib="+l.Path, func(d *device) driver.Device {
+			return &faultDevice{d.pub.(*vmmPeerDevice), faults{d, l}}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return drv
+	})
+	if n := l.Counter("ctx_mismatch"); n != 0 {
+		t.Errorf("%d stream or event operations ran with another context current", n)
+	}
+}
+
+// TestConformanceFakeWithoutVMM runs the suite on devices that report no VMM
+// support and a library without the peer entry points.
+func TestConformanceFakeWithoutVMM(t *testing.T) {
+	l := fakecuda.Build(t, map[string]string{"FAKECUDA_VMM": "0"}, "cuMemcpyPeerAsync")
+	drivertest.Run(t, func(t *testing.T) driver.Driver {
+		drv, err := Open("lib=" + l.Path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return drv
+	})
+}

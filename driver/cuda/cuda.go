@@ -1,0 +1,110 @@
+//go:build linux && cgo
+
+package cuda
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/accelkit/accelkit/driver"
+)
+
+func init() {
+	driver.Register("cuda", Open)
+}
+
+// dsnKeys are the keys Open accepts.
+var dsnKeys = []string{"lib"}
+
+// Open opens the CUDA backend. dsn is empty or "lib=PATH", PATH naming the
+// driver library to load (default: $ACCELKIT_LIBCUDA, else libcuda.so.1).
+//
+// A library that cannot be loaded is an error wrapping driver.ErrNoDevice
+// (the dlerror text and what to set); a library without a required entry
+// point wraps driver.ErrNotSupported; a failing cuInit maps its CUresult
+// (CUDA_ERROR_NO_DEVICE: driver.ErrNoDevice). Open retains every device's
+// primary context; Close releases them.
+func Open(dsn string) (driver.Driver, error) { return open(dsn, nil) }
+
+// open is Open with a hook for the tests: wrap, when not nil, replaces the
+// value Driver.Device hands out for each device (it receives the device
+// with its own value in pub), so a test can add capabilities such as
+// drivertest.Faults while streams and events still report that value.
+func open(dsn string, wrap func(*device) driver.Device) (driver.Driver, error) {
+	cfg, err := driver.ParseDSN("cuda", dsn, dsnKeys)
+	if err != nil {
+		return nil, err
+	}
+	l, err := loadLib(libraryPath(cfg["lib"]))
+	if err != nil {
+		return nil, err
+	}
+	var n C.int
+	if r := int(C.ak_device_count(l.c, &n)); r != 0 {
+		return nil, fmt.Errorf("cuda: %w", l.error("cuDeviceGetCount", r))
+	}
+	drv := &cudaDriver{lib: l}
+	for i := range int(n) {
+		d, err := newDevice(drv, i)
+		if err != nil {
+			drv.release()
+			return nil, err
+		}
+		if wrap != nil {
+			d.pub = wrap(d)
+		}
+		drv.devs = append(drv.devs, d)
+	}
+	return drv, nil
+}
+
+// cudaDriver is an opened CUDA backend. Safe for concurrent use: devs is
+// fixed at Open and closed is atomic.
+type cudaDriver struct {
+	lib    *lib
+	devs   []*device
+	closed atomic.Bool
+}
+
+func (drv *cudaDriver) Name() string { return "cuda" }
+
+// Version is "cuda MAJOR.MINOR" of the driver (cuDriverGetVersion).
+func (drv *cudaDriver) Version() string { return "cuda " + drv.lib.versionString() }
+
+func (drv *cudaDriver) DeviceCount() int { return len(drv.devs) }
+
+func (drv *cudaDriver) Device(ordinal int) (driver.Device, error) {
+	if drv.closed.Load() {
+		return nil, fmt.Errorf("cuda: Device(%d): driver %w", ordinal, driver.ErrClosed)
+	}
+	if ordinal < 0 || ordinal >= len(drv.devs) {
+		return nil, fmt.Errorf("cuda: device ordinal %d out of range [0, %d): %w", ordinal, len(drv.devs), driver.ErrNoDevice)
+	}
+	return drv.devs[ordinal].pub, nil
+}
+
+// Close releases the primary contexts Open retained; every later call on
+// the driver, its devices, streams and events fails with driver.ErrClosed.
+// Memory still allocated goes with the context when no one else retains it.
+// A second Close returns driver.ErrClosed.
+func (drv *cudaDriver) Close() error {
+	if !drv.closed.CompareAndSwap(false, true) {
+		return fmt.Errorf("cuda: Close: driver already %w", driver.ErrClosed)
+	}
+	return drv.release()
+}
+
+func (drv *cudaDriver) release() error {
+	var first error
+	for _, d := range drv.devs {
+		if r := int(C.ak_release(drv.lib.c, d.cu)); r != 0 && first == nil {
+			first = fmt.Errorf("cuda: device %d: %w", d.ordinal, drv.lib.error("cuDevicePrimaryCtxRelease_v2", r))
+		}
+	}
+	return first
+}

@@ -1,0 +1,471 @@
+//go:build linux && cgo
+
+package cuda
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/accelkit/accelkit/driver"
+)
+
+// Device attributes read at Open (cuda.h CUdevice_attribute).
+const (
+	attrMultiprocessorCount  = 16
+	attrComputeCapMajor      = 75
+	attrComputeCapMinor      = 76
+	attrVirtualMemoryManaged = 102 // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+)
+
+// device is one CUDA device and its primary context.
+//
+// Locking: allocMu guards allocs (live Malloc pointers and sizes); pinMu
+// guards pins (live HostAlloc ranges, sorted by base). Neither is held
+// across a driver call except pinMu's read lock, never both at once. lost
+// and the stream counter are atomic; the rest is fixed at Open. Safe for
+// concurrent use.
+type device struct {
+	drv     *cudaDriver
+	l       *C.ak_lib
+	ordinal int
+	cu      C.CUdevice
+	ctx     C.CUcontext
+	pub     driver.Device // what Driver.Device hands out: d, or a wrapper adding VMM/Peer
+
+	name        string
+	total       uint64
+	ccMajor     int
+	ccMinor     int
+	sms         int
+	vmmAttr     bool   // the device reports VMM support
+	granularity uint64 // > 0 when VMM is offered
+	vmmReason   string // why VMM is not offered
+	peer        bool
+
+	defStream  *stream
+	nextStream atomic.Uint64
+	lost       atomic.Pointer[error] // sticky ErrDeviceLost, once seen
+
+	allocMu sync.Mutex
+	allocs  map[driver.Ptr]uint64
+
+	pinMu sync.RWMutex
+	pins  []pinRange
+}
+
+// pinRange is a live HostAlloc allocation.
+type pinRange struct{ base, end uintptr }
+
+// hostMem is the backend state of a HostBuffer.
+type hostMem struct {
+	dev   *device
+	base  unsafe.Pointer // nil for the empty buffer
+	size  int
+	freed atomic.Bool
+}
+
+// cudaDevice gives the *device behind any value this backend hands out.
+type cudaDevicer interface{ cudaDevice() *device }
+
+func (d *device) cudaDevice() *device { return d }
+
+func newDevice(drv *cudaDriver, ordinal int) (*device, error) {
+	l := drv.lib
+	d := &device{drv: drv, l: l.c, ordinal: ordinal, allocs: map[driver.Ptr]uint64{}}
+	fail := func(op string, r C.CUresult) error {
+		return fmt.Errorf("cuda: device %d: %w", ordinal, l.error(op, int(r)))
+	}
+	if r := C.ak_device_get(l.c, C.int(ordinal), &d.cu); r != 0 {
+		return nil, fail("cuDeviceGet", r)
+	}
+	var name [256]C.char
+	if r := C.ak_device_name(l.c, d.cu, &name[0], C.int(len(name))); r != 0 {
+		return nil, fail("cuDeviceGetName", r)
+	}
+	d.name = C.GoString(&name[0])
+	var total C.size_t
+	if r := C.ak_device_total(l.c, d.cu, &total); r != 0 {
+		return nil, fail("cuDeviceTotalMem_v2", r)
+	}
+	d.total = uint64(total)
+	for _, a := range []struct {
+		attr int
+		dst  *int
+	}{{attrComputeCapMajor, &d.ccMajor}, {attrComputeCapMinor, &d.ccMinor}, {attrMultiprocessorCount, &d.sms}} {
+		var v C.int
+		if r := C.ak_device_attr(l.c, d.cu, C.int(a.attr), &v); r != 0 {
+			return nil, fail("cuDeviceGetAttribute", r)
+		}
+		*a.dst = int(v)
+	}
+	var vmm C.int
+	if r := C.ak_device_attr(l.c, d.cu, attrVirtualMemoryManaged, &vmm); r != 0 {
+		return nil, fail("cuDeviceGetAttribute", r)
+	}
+	d.vmmAttr = vmm == 1
+	switch {
+	case !l.vmm:
+		d.vmmReason = "driver library lacks VMM entry points"
+	case !d.vmmAttr:
+		d.vmmReason = "device reports no VMM support"
+	default:
+		var g C.size_t
+		if r := C.ak_granularity(l.c, d.cu, &g); r != 0 || g == 0 {
+			d.vmmReason = "cuMemGetAllocationGranularity failed: " + l.error("cuMemGetAllocationGranularity", int(r)).Error()
+		} else {
+			d.granularity = uint64(g)
+		}
+	}
+	d.peer = l.peer
+	if r := C.ak_retain(l.c, d.cu, &d.ctx); r != 0 {
+		return nil, fail("cuDevicePrimaryCtxRetain", r)
+	}
+	d.defStream = &stream{dev: d} // the legacy default stream: handle 0, ID 0
+	switch {
+	case d.granularity > 0 && d.peer:
+		d.pub = &vmmPeerDevice{d, vmmOps{d}, peerOps{d}}
+	case d.granularity > 0:
+		d.pub = &vmmDevice{d, vmmOps{d}}
+	case d.peer:
+		d.pub = &peerDevice{d, peerOps{d}}
+	default:
+		d.pub = d
+	}
+	return d, nil
+}
+
+// Wrappers adding the optional capabilities: a device without VMM support
+// must not satisfy driver.VMM at all, so the capability lives in its own
+// type (the io/fs pattern).
+type (
+	vmmDevice struct {
+		*device
+		vmmOps
+	}
+	peerDevice struct {
+		*device
+		peerOps
+	}
+	vmmPeerDevice struct {
+		*device
+		vmmOps
+		peerOps
+	}
+)
+
+// usable reports why d cannot take calls: a closed driver or a lost device.
+func (d *device) usable(op string) error {
+	if d.drv.closed.Load() {
+		return fmt.Errorf("cuda device %d: %s: driver %w", d.ordinal, op, driver.ErrClosed)
+	}
+	if e := d.lost.Load(); e != nil {
+		return fmt.Errorf("cuda device %d: %s: %w", d.ordinal, op, *e)
+	}
+	return nil
+}
+
+// result turns the CUresult of op into an error. A context-poisoning code
+// marks the device lost for good.
+func (d *device) result(op string, r C.CUresult) error {
+	if r == 0 {
+		return nil
+	}
+	e := d.drv.lib.error(op, int(r))
+	if poisons(e.Code) {
+		var lost error = e
+		d.lost.CompareAndSwap(nil, &lost)
+	}
+	return e
+}
+
+func (d *device) Ordinal() int { return d.ordinal }
+func (d *device) Name() string { return d.name }
+
+func (d *device) MemInfo() (free, total uint64, err error) {
+	if err := d.usable("MemInfo"); err != nil {
+		return 0, 0, err
+	}
+	var f, t C.size_t
+	if err := d.result("cuMemGetInfo_v2", C.ak_mem_info(d.l, d.ctx, &f, &t)); err != nil {
+		return 0, 0, err
+	}
+	return uint64(f), uint64(t), nil
+}
+
+func (d *device) Malloc(size uint64) (driver.Ptr, error) {
+	if err := d.usable("Malloc"); err != nil {
+		return 0, err
+	}
+	if size == 0 {
+		return 0, nil
+	}
+	res := C.ak_malloc(d.l, d.ctx, C.size_t(size))
+	if err := d.result("cuMemAlloc_v2", res.r); err != nil {
+		return 0, err
+	}
+	p := res.p
+	d.allocMu.Lock()
+	d.allocs[driver.Ptr(p)] = size
+	d.allocMu.Unlock()
+	return driver.Ptr(p), nil
+}
+
+// Free releases p. Unknown pointers and double frees are caught here, from
+// the set of live allocations, without a driver call: CUDA's answer to them
+// ranges from an error to a poisoned context.
+func (d *device) Free(p driver.Ptr) error {
+	if err := d.usable("Free"); err != nil {
+		return err
+	}
+	if p == 0 {
+		return nil
+	}
+	d.allocMu.Lock()
+	size, ok := d.allocs[p]
+	delete(d.allocs, p)
+	d.allocMu.Unlock()
+	if !ok {
+		return fmt.Errorf("cuda device %d: Free(%v): not a live allocation of this device (never allocated here, or already freed): %w",
+			d.ordinal, p, driver.ErrInvalidPointer)
+	}
+	if err := d.result("cuMemFree_v2", C.ak_free(d.l, d.ctx, C.CUdeviceptr(p))); err != nil {
+		d.allocMu.Lock()
+		d.allocs[p] = size
+		d.allocMu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (d *device) HostAlloc(size int) (*driver.HostBuffer, error) {
+	if err := d.usable("HostAlloc"); err != nil {
+		return nil, err
+	}
+	if size < 0 {
+		return nil, fmt.Errorf("cuda device %d: HostAlloc(%d): size must be >= 0: %w", d.ordinal, size, driver.ErrInvalidValue)
+	}
+	if size == 0 {
+		return driver.NewHostBuffer(d.pub, []byte{}, &hostMem{dev: d}), nil
+	}
+	var p unsafe.Pointer
+	if err := d.result("cuMemHostAlloc", C.ak_host_alloc(d.l, d.ctx, C.size_t(size), &p)); err != nil {
+		return nil, err
+	}
+	base := uintptr(p)
+	d.pinMu.Lock()
+	i, _ := slices.BinarySearchFunc(d.pins, base, func(r pinRange, b uintptr) int { return cmpUintptr(r.base, b) })
+	d.pins = slices.Insert(d.pins, i, pinRange{base, base + uintptr(size)})
+	d.pinMu.Unlock()
+	return driver.NewHostBuffer(d.pub, unsafe.Slice((*byte)(p), size), &hostMem{dev: d, base: p, size: size}), nil
+}
+
+func (d *device) HostFree(b *driver.HostBuffer) error {
+	if err := d.usable("HostFree"); err != nil {
+		return err
+	}
+	if b == nil {
+		return fmt.Errorf("cuda device %d: HostFree(nil): %w", d.ordinal, driver.ErrInvalidValue)
+	}
+	hm, ok := b.State().(*hostMem)
+	if !ok || hm.dev != d {
+		return fmt.Errorf("cuda device %d: HostFree: buffer was not allocated by this device's HostAlloc: %w", d.ordinal, driver.ErrInvalidPointer)
+	}
+	if !hm.freed.CompareAndSwap(false, true) {
+		return fmt.Errorf("cuda device %d: HostFree: buffer of %d bytes already freed: %w", d.ordinal, hm.size, driver.ErrInvalidPointer)
+	}
+	if hm.base == nil {
+		return nil
+	}
+	base := uintptr(hm.base)
+	d.pinMu.Lock()
+	if i, found := slices.BinarySearchFunc(d.pins, base, func(r pinRange, b uintptr) int { return cmpUintptr(r.base, b) }); found {
+		d.pins = slices.Delete(d.pins, i, i+1)
+	}
+	d.pinMu.Unlock()
+	return d.result("cuMemFreeHost", C.ak_host_free(d.l, d.ctx, hm.base))
+}
+
+func cmpUintptr(a, b uintptr) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// pinned reports whether b lies inside one live HostAlloc buffer of d.
+func (d *device) pinned(b []byte) bool {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	end := p + uintptr(len(b))
+	d.pinMu.RLock()
+	defer d.pinMu.RUnlock()
+	i, found := slices.BinarySearchFunc(d.pins, p, func(r pinRange, b uintptr) int { return cmpUintptr(r.base, b) })
+	if !found {
+		i-- // the last range starting below p
+	}
+	return i >= 0 && p >= d.pins[i].base && end <= d.pins[i].end
+}
+
+func (d *device) notPinned(op string, b []byte) error {
+	return fmt.Errorf("cuda device %d: %s: %d bytes at %p are not inside a live HostBuffer of this device: %w",
+		d.ordinal, op, len(b), unsafe.SliceData(b), driver.ErrNotPinned)
+}
+
+// stream resolves s to a live stream of d; nil means the default stream.
+func (d *device) stream(s driver.Stream, op string) (*stream, error) {
+	if err := d.usable(op); err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return d.defStream, nil
+	}
+	st, ok := s.(*stream)
+	if !ok || st == nil || st.dev != d {
+		return nil, fmt.Errorf("cuda device %d: %s: stream %T is not a stream of this device: %w", d.ordinal, op, s, driver.ErrInvalidValue)
+	}
+	if st.destroyed.Load() {
+		return nil, fmt.Errorf("cuda device %d: %s: stream %d was destroyed: %w", d.ordinal, op, st.id, driver.ErrInvalidValue)
+	}
+	return st, nil
+}
+
+func (d *device) DefaultStream() driver.Stream { return d.defStream }
+
+func (d *device) NewStream() (driver.Stream, error) {
+	if err := d.usable("NewStream"); err != nil {
+		return nil, err
+	}
+	var h C.CUstream
+	if err := d.result("cuStreamCreate", C.ak_stream_create(d.l, d.ctx, &h)); err != nil {
+		return nil, err
+	}
+	return &stream{dev: d, h: h, id: d.nextStream.Add(1)}, nil
+}
+
+func (d *device) NewEvent() (driver.Event, error) {
+	if err := d.usable("NewEvent"); err != nil {
+		return nil, err
+	}
+	var h C.CUevent
+	if err := d.result("cuEventCreate", C.ak_event_create(d.l, d.ctx, &h)); err != nil {
+		return nil, err
+	}
+	return &event{dev: d, h: h}, nil
+}
+
+func (d *device) CopyHtoD(dst driver.Ptr, src []byte, s driver.Stream) error {
+	st, err := d.stream(s, "CopyHtoD")
+	if err != nil || len(src) == 0 {
+		return err
+	}
+	if !d.pinned(src) {
+		return d.notPinned("CopyHtoD", src)
+	}
+	return d.result("cuMemcpyHtoDAsync_v2", C.ak_htod_async(d.l, d.ctx, C.CUdeviceptr(dst),
+		unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)), st.h))
+}
+
+func (d *device) CopyDtoH(dst []byte, src driver.Ptr, s driver.Stream) error {
+	st, err := d.stream(s, "CopyDtoH")
+	if err != nil || len(dst) == 0 {
+		return err
+	}
+	if !d.pinned(dst) {
+		return d.notPinned("CopyDtoH", dst)
+	}
+	return d.result("cuMemcpyDtoHAsync_v2", C.ak_dtoh_async(d.l, d.ctx,
+		unsafe.Pointer(unsafe.SliceData(dst)), C.CUdeviceptr(src), C.size_t(len(dst)), st.h))
+}
+
+func (d *device) CopyDtoD(dst, src driver.Ptr, n uint64, s driver.Stream) error {
+	st, err := d.stream(s, "CopyDtoD")
+	if err != nil || n == 0 {
+		return err
+	}
+	return d.result("cuMemcpyDtoDAsync_v2", C.ak_dtod_async(d.l, d.ctx, C.CUdeviceptr(dst), C.CUdeviceptr(src), C.size_t(n), st.h))
+}
+
+func (d *device) Memset(dst driver.Ptr, v byte, n uint64, s driver.Stream) error {
+	st, err := d.stream(s, "Memset")
+	if err != nil || n == 0 {
+		return err
+	}
+	return d.result("cuMemsetD8Async", C.ak_memset_async(d.l, d.ctx, C.CUdeviceptr(dst), C.uchar(v), C.size_t(n), st.h))
+}
+
+// CopyHtoDSync copies from any memory. The copy is ordered after the work
+// on the legacy default stream and complete when it returns: the shim
+// synchronizes the default stream after cuMemcpyHtoD_v2, which may return
+// as soon as pageable data is staged. src is only used during the call.
+func (d *device) CopyHtoDSync(dst driver.Ptr, src []byte) error {
+	if err := d.usable("CopyHtoDSync"); err != nil || len(src) == 0 {
+		return err
+	}
+	return d.result("cuMemcpyHtoD_v2", C.ak_htod_sync(d.l, d.ctx, C.CUdeviceptr(dst),
+		unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src))))
+}
+
+// CopyDtoHSync copies to any memory after the work on the legacy default
+// stream; cuMemcpyDtoH_v2 returns when the data has arrived.
+func (d *device) CopyDtoHSync(dst []byte, src driver.Ptr) error {
+	if err := d.usable("CopyDtoHSync"); err != nil || len(dst) == 0 {
+		return err
+	}
+	return d.result("cuMemcpyDtoH_v2", C.ak_dtoh_sync(d.l, d.ctx,
+		unsafe.Pointer(unsafe.SliceData(dst)), C.CUdeviceptr(src), C.size_t(len(dst))))
+}
+
+// Synchronize waits for all work of the device's primary context.
+func (d *device) Synchronize() error {
+	if err := d.usable("Synchronize"); err != nil {
+		return err
+	}
+	return d.result("cuCtxSynchronize", C.ak_ctx_sync(d.l, d.ctx))
+}
+
+// Properties describes the device; Attributes carry the driver version,
+// the library path, and whether VMM and peer access are offered and why
+// not.
+func (d *device) Properties() (driver.Properties, error) {
+	if err := d.usable("Properties"); err != nil {
+		return driver.Properties{}, err
+	}
+	attrs := map[string]string{
+		"driver_version": d.drv.lib.versionString(),
+		"library":        d.drv.lib.path,
+		"vmm":            strconv.FormatBool(d.granularity > 0),
+		"peer":           strconv.FormatBool(d.peer),
+	}
+	if d.granularity > 0 {
+		attrs["vmm_granularity"] = strconv.FormatUint(d.granularity, 10)
+	} else {
+		attrs["vmm_off_because"] = d.vmmReason
+	}
+	if len(d.drv.lib.missing) > 0 {
+		attrs["missing_entry_points"] = fmt.Sprint(d.drv.lib.missing)
+	}
+	return driver.Properties{
+		Name:              d.name,
+		TotalMemory:       d.total,
+		ComputeCapability: fmt.Sprintf("%d.%d", d.ccMajor, d.ccMinor),
+		MultiProcessors:   d.sms,
+		Attributes:        attrs,
+	}, nil
+}
+
+// ctxCheck is one shim call that only makes the context current: the
+// shim's fixed cost per operation, for the benchmarks.
+func (d *device) ctxCheck() error {
+	return d.result("cuCtxGetCurrent", C.ak_ctx_check(d.l, d.ctx))
+}

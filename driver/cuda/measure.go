@@ -1,0 +1,35 @@
+//go:build linux && cgo
+
+package cuda
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+// rawOp is a raw driver call that rawLoop can repeat.
+type rawOp int
+
+const (
+	rawCtxGet      = rawOp(C.AK_RAW_CTX_GET)      // cuCtxGetCurrent
+	rawEventQuery  = rawOp(C.AK_RAW_EVENT_QUERY)  // cuEventQuery(e)
+	rawStreamQuery = rawOp(C.AK_RAW_STREAM_QUERY) // cuStreamQuery(s)
+	rawEventRecord = rawOp(C.AK_RAW_EVENT_RECORD) // cuEventRecord(e, s)
+	rawMallocFree  = rawOp(C.AK_RAW_MALLOC_FREE)  // cuMemAlloc_v2(size) + cuMemFree_v2
+)
+
+// rawLoop makes n raw driver calls of kind op in one cgo call, without the
+// backend around them: what the driver itself costs per call, so the
+// benchmarks report the shim's own cost as the difference measured in the
+// same run. e and s may be nil where op does not use them.
+func (d *device) rawLoop(op rawOp, n int, e *event, s *stream, size uint64) error {
+	var eh C.CUevent
+	var sh C.CUstream
+	if e != nil {
+		eh = e.h
+	}
+	if s != nil {
+		sh = s.h
+	}
+	return d.result("raw loop", C.ak_raw_loop(d.l, d.ctx, C.int(op), C.long(n), eh, sh, C.size_t(size)))
+}

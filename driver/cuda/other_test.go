@@ -1,0 +1,23 @@
+//go:build !(linux && cgo)
+
+package cuda
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/accelkit/accelkit/driver"
+)
+
+func TestOpenWithoutCgo(t *testing.T) {
+	for _, open := range []func() (driver.Driver, error){
+		func() (driver.Driver, error) { return Open("") },
+		func() (driver.Driver, error) { return driver.Open("cuda", "") },
+	} {
+		drv, err := open()
+		if drv != nil || !errors.Is(err, driver.ErrNotSupported) || !strings.Contains(err.Error(), "built without cgo") {
+			t.Errorf("Open = %v, %v; want ErrNotSupported saying the backend was built without cgo", drv, err)
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package drivertest_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
+	"github.com/accelkit/accelkit/driver/sim"
+)
+
+func openSim(dsn string) func(t *testing.T) driver.Driver {
+	return func(t *testing.T) driver.Driver {
+		drv, err := sim.Open(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return drv
+	}
+}
+
+func TestSim(t *testing.T) {
+	drivertest.Run(t, openSim("devices=2,capacity=512MiB"))
+}
+
+// buggyDriver hands out devices that break one rule each, so the suite can
+// be shown to catch them.
+type buggyDriver struct {
+	driver.Driver
+	bug string
+}
+
+func (d buggyDriver) Device(i int) (driver.Device, error) {
+	dev, err := d.Driver.Device(i)
+	if err != nil {
+		return nil, err
+	}
+	return buggyDevice{dev, d.bug}, nil
+}
+
+type buggyDevice struct {
+	driver.Device
+	bug string
+}
+
+func (d buggyDevice) Malloc(n uint64) (driver.Ptr, error) {
+	if d.bug == "malloc0" && n == 0 {
+		return 0, errors.New("zero size")
+	}
+	return d.Device.Malloc(n)
+}
+
+func (d buggyDevice) Free(p driver.Ptr) error {
+	if err := d.Device.Free(p); err != nil && d.bug != "silentfree" {
+		return err
+	}
+	return nil
+}
+
+func (d buggyDevice) CopyHtoD(dst driver.Ptr, src []byte, s driver.Stream) error {
+	if d.bug == "unpinned" {
+		return d.Device.CopyHtoDSync(dst, src)
+	}
+	return d.Device.CopyHtoD(dst, src, s)
+}
+
+func (d buggyDevice) Memset(dst driver.Ptr, v byte, n uint64, s driver.Stream) error {
+	if d.bug == "memset" && n > 1 {
+		n-- // drops the last byte
+	}
+	return d.Device.Memset(dst, v, n, s)
+}
+
+// TestBrokenBackend runs the suite on a broken backend; it is meant to
+// fail, so it only runs inside TestSuiteCatchesBugs's child process.
+func TestBrokenBackend(t *testing.T) {
+	bug := os.Getenv("DRIVERTEST_BUG")
+	if bug == "" {
+		t.Skip("run by TestSuiteCatchesBugs")
+	}
+	drivertest.Run(t, func(t *testing.T) driver.Driver {
+		return buggyDriver{openSim("capacity=512MiB")(t), bug}
+	})
+}
+
+func TestSuiteCatchesBugs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the suite in child processes")
+	}
+	tests := []struct{ bug, rule string }{
+		{"malloc0", "rule: Malloc(0) returns (0, nil)"},
+		{"silentfree", "rule: a double Free is ErrInvalidPointer"},
+		{"unpinned", "rule: CopyHtoD from Go memory is ErrNotPinned"},
+		{"memset", "rule: HtoD, DtoD, Memset and DtoH on one stream round-trip the data"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.bug, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestBrokenBackend$", "-test.v")
+			cmd.Env = append(os.Environ(), "DRIVERTEST_BUG="+tt.bug)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the suite passed a backend with bug %q:\n%s", tt.bug, out)
+			}
+			if !strings.Contains(string(out), tt.rule) {
+				t.Errorf("the suite failed bug %q without naming %q:\n%s", tt.bug, tt.rule, out)
+			}
+		})
+	}
+}

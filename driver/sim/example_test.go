@@ -1,0 +1,67 @@
+package sim_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/sim"
+)
+
+func ExampleOpen() {
+	drv, err := sim.Open("devices=2,capacity=64MiB")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer drv.Close()
+	dev, _ := drv.Device(1)
+	free, total, _ := dev.MemInfo()
+	_, hasVMM := driver.AsVMM(dev)
+	fmt.Println(dev.Name(), free>>20, total>>20, hasVMM)
+
+	p, _ := dev.Malloc(1 << 20)
+	_, err = dev.Malloc(64 << 20)
+	fmt.Println(errors.Is(err, driver.ErrOutOfMemory))
+	fmt.Println(dev.Free(p), errors.Is(dev.Free(p), driver.ErrInvalidPointer))
+	// Output:
+	// accelkit sim device 1 64 64 true
+	// true
+	// <nil> true
+}
+
+func ExampleDevice_Gate() {
+	drv, _ := sim.Open("capacity=64MiB")
+	defer drv.Close()
+	dev, _ := drv.Device(0)
+	s, _ := dev.NewStream()
+	p, _ := dev.Malloc(4096)
+
+	open, _ := sim.Hooks(dev).Gate(s) // s holds here until open()
+	_ = dev.Memset(p, 1, 4096, s)     // queued behind the gate
+	done, _ := s.Query()
+	fmt.Println("done before open:", done) // deterministic: no timing involved
+	open()
+	fmt.Println(s.Synchronize())
+	done, _ = s.Query()
+	fmt.Println("done after open:", done)
+	// Output:
+	// done before open: false
+	// <nil>
+	// done after open: true
+}
+
+func ExampleDevice_FailStream() {
+	drv, _ := sim.Open("capacity=64MiB")
+	defer drv.Close()
+	dev, _ := drv.Device(0)
+	s, _ := dev.NewStream()
+	p, _ := dev.Malloc(4096)
+
+	sim.Hooks(dev).FailStream(s)
+	_ = dev.Memset(p, 1, 4096, s) // fails when it runs
+	err := s.Synchronize()
+	fmt.Println(errors.Is(err, sim.ErrInjected), errors.Is(err, driver.ErrInvalidValue))
+	// Output:
+	// true true
+}

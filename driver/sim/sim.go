@@ -1,0 +1,179 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+
+	"github.com/accelkit/accelkit/driver"
+)
+
+// Defaults of Config and of the DSN keys.
+const (
+	// DefaultCapacity is the memory of each simulated device: a common
+	// data-centre GPU size, reserved lazily (only touched pages cost RAM).
+	DefaultCapacity = 8 << 30
+	// DefaultGranularity is the VMM page, CUDA's minimum granularity on
+	// current GPUs.
+	DefaultGranularity = 2 << 20
+	// maxDevices bounds the DSN's device count; each device costs a stream
+	// goroutine and some bookkeeping.
+	maxDevices = 1024
+)
+
+// Version is reported by (*Driver).Version.
+const Version = "sim 1.0"
+
+// dsnKeys are the keys Open accepts.
+var dsnKeys = []string{"devices", "capacity", "vmm", "granularity", "peer"}
+
+// Config configures a simulated driver.
+type Config struct {
+	Devices     int    // number of devices; 0 means 1
+	Capacity    uint64 // bytes of device memory per device; 0 means DefaultCapacity
+	VMM         bool   // offer driver.VMM
+	Granularity uint64 // VMM page size, a power of two >= the OS page; 0 means DefaultGranularity
+	Peer        bool   // offer driver.Peer between devices
+}
+
+// DefaultConfig is the configuration of Open(""): one 8 GiB device with VMM
+// (2 MiB granularity) and peer access.
+func DefaultConfig() Config {
+	return Config{Devices: 1, Capacity: DefaultCapacity, VMM: true, Granularity: DefaultGranularity, Peer: true}
+}
+
+func init() {
+	driver.Register("sim", func(dsn string) (driver.Driver, error) {
+		d, err := Open(dsn)
+		if err != nil {
+			return nil, err
+		}
+		return d, nil
+	})
+}
+
+// Open opens a simulated driver configured by dsn, a comma-separated list of
+// key=value: devices (default 1), capacity (bytes per device, such as
+// "64MiB"; default 8GiB), vmm (default true), granularity (default 2MiB) and
+// peer (default true). An empty dsn gives DefaultConfig.
+func Open(dsn string) (*Driver, error) {
+	d, err := driver.ParseDSN("sim", dsn, dsnKeys)
+	if err != nil {
+		return nil, err
+	}
+	def := DefaultConfig()
+	cfg := Config{}
+	var errs []error
+	var e error
+	cfg.Devices, e = d.Int("devices", def.Devices, 1, maxDevices)
+	errs = append(errs, e)
+	cfg.Capacity, e = d.Bytes("capacity", def.Capacity)
+	errs = append(errs, e)
+	cfg.VMM, e = d.Bool("vmm", def.VMM)
+	errs = append(errs, e)
+	cfg.Granularity, e = d.Bytes("granularity", def.Granularity)
+	errs = append(errs, e)
+	cfg.Peer, e = d.Bool("peer", def.Peer)
+	errs = append(errs, e)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("sim dsn %q: %w", dsn, err)
+	}
+	if _, ok := d["capacity"]; ok && cfg.Capacity == 0 {
+		return nil, fmt.Errorf("sim dsn %q: capacity must be at least 1 byte: %w", dsn, driver.ErrInvalidValue)
+	}
+	if _, ok := d["granularity"]; ok && cfg.Granularity == 0 {
+		return nil, fmt.Errorf("sim dsn %q: granularity must be a power of two >= %d: %w", dsn, pageSize, driver.ErrInvalidValue)
+	}
+	return New(cfg)
+}
+
+// Driver is an opened simulated backend. It is safe for concurrent use.
+//
+// Locking: mu guards closed; devices is immutable after New.
+type Driver struct {
+	cfg     Config
+	devices []*Device
+	mu      sync.Mutex
+	closed  bool
+}
+
+// New opens a simulated driver with cfg. Zero Devices, Capacity and
+// Granularity take their defaults; VMM and Peer are taken as given (start
+// from DefaultConfig to get them on).
+func New(cfg Config) (*Driver, error) {
+	if cfg.Devices == 0 {
+		cfg.Devices = 1
+	}
+	if cfg.Capacity == 0 {
+		cfg.Capacity = DefaultCapacity
+	}
+	if cfg.Granularity == 0 {
+		cfg.Granularity = DefaultGranularity
+	}
+	switch {
+	case cfg.Devices < 0 || cfg.Devices > maxDevices:
+		return nil, fmt.Errorf("sim: %d devices: want 1 to %d: %w", cfg.Devices, maxDevices, driver.ErrInvalidValue)
+	case bits.OnesCount64(cfg.Granularity) != 1 || cfg.Granularity < pageSize:
+		return nil, fmt.Errorf("sim: granularity %d: want a power of two >= the page size %d: %w", cfg.Granularity, pageSize, driver.ErrInvalidValue)
+	}
+	drv := &Driver{cfg: cfg}
+	for i := range cfg.Devices {
+		drv.devices = append(drv.devices, newDevice(drv, i))
+	}
+	return drv, nil
+}
+
+// Config returns the configuration the driver was opened with, defaults
+// filled in.
+func (drv *Driver) Config() Config { return drv.cfg }
+
+// Name returns "sim".
+func (drv *Driver) Name() string { return "sim" }
+
+// Version returns Version.
+func (drv *Driver) Version() string { return Version }
+
+// DeviceCount returns the number of devices.
+func (drv *Driver) DeviceCount() int { return len(drv.devices) }
+
+// Device returns device ordinal as a driver.Device whose dynamic type offers
+// driver.VMM and driver.Peer only when configured; Hooks reaches its
+// *Device.
+func (drv *Driver) Device(ordinal int) (driver.Device, error) {
+	if drv.isClosed() {
+		return nil, fmt.Errorf("sim: Device(%d): driver %w", ordinal, driver.ErrClosed)
+	}
+	if ordinal < 0 || ordinal >= len(drv.devices) {
+		return nil, fmt.Errorf("sim: device ordinal %d out of range [0, %d): %w", ordinal, len(drv.devices), driver.ErrNoDevice)
+	}
+	return drv.devices[ordinal].public, nil
+}
+
+func (drv *Driver) isClosed() bool {
+	drv.mu.Lock()
+	defer drv.mu.Unlock()
+	return drv.closed
+}
+
+// Close stops every stream (queued work that has not run is dropped),
+// unmaps all device, host and VMM memory and makes every later call fail
+// with driver.ErrClosed. Slices from HostBuffer.Bytes must not be used after
+// Close. A second Close returns driver.ErrClosed.
+func (drv *Driver) Close() error {
+	drv.mu.Lock()
+	if drv.closed {
+		drv.mu.Unlock()
+		return fmt.Errorf("sim: Close: driver already %w", driver.ErrClosed)
+	}
+	drv.closed = true
+	drv.mu.Unlock()
+	for _, d := range drv.devices {
+		d.abort(stateClosed)
+	}
+	var errs []error
+	for _, d := range drv.devices {
+		errs = append(errs, d.shutdown())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,217 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/accelkit/accelkit/driver"
+)
+
+type regionKind uint8
+
+const (
+	kindAlloc   regionKind = iota // Malloc: the whole region is usable
+	kindHost                      // HostAlloc: the whole region is pinned host memory
+	kindReserve                   // VMM AddressReserve: usable where mapped with access
+)
+
+// granule is one Granularity-sized page of a VMM reservation.
+type granule struct {
+	h      *memHandle // mapped physical memory; nil when unmapped
+	access bool       // SetAccess granted read-write
+}
+
+// region is one live mapping: a Malloc allocation, a HostAlloc buffer or a
+// VMM reservation. Its fields are guarded by the owning table's mu.
+type region struct {
+	base, size uint64
+	mapped     uint64 // bytes the OS mapped (size rounded to the page)
+	kind       regionKind
+	users      int  // copies running on the memory right now
+	dead       bool // removed from the table; unmapped once users is 0
+	granules   []granule
+	gran       uint64
+	buf        *driver.HostBuffer // kindHost: the buffer handed out
+}
+
+func (r *region) end() uint64 { return r.base + r.size }
+
+// table maps address ranges to live regions so that every copy can be
+// checked against them. Regions are kept sorted by base; lookups are binary
+// searches.
+//
+// Locking: mu guards regs and every field of the regions in it; idle is
+// signalled (with mu held) when a region's users drops to 0. mu is a leaf
+// lock: nothing else is locked while holding it. Malloc and Free map and
+// unmap outside it; the VMM calls change mappings under it, so that a range
+// never changes between the check and the syscall.
+type table struct {
+	mu     sync.Mutex
+	idle   *sync.Cond
+	regs   []*region
+	closed bool // drained by Close: insert refuses
+}
+
+func newTable() *table {
+	t := &table{}
+	t.idle = sync.NewCond(&t.mu)
+	return t
+}
+
+// find returns the region containing address p, or nil. Caller holds mu.
+func (t *table) find(p uint64) *region {
+	i, found := slices.BinarySearchFunc(t.regs, p, func(r *region, p uint64) int {
+		switch {
+		case r.base > p:
+			return 1
+		case r.base == p:
+			return 0
+		}
+		return -1
+	})
+	if found {
+		return t.regs[i]
+	}
+	if i > 0 && p < t.regs[i-1].end() {
+		return t.regs[i-1]
+	}
+	return nil
+}
+
+// insert adds r and reports whether it could: after drain (Close) it
+// cannot, and the caller unmaps r. Caller holds mu; r must not overlap a
+// live region (the OS never hands out overlapping mappings).
+func (t *table) insert(r *region) bool {
+	if t.closed {
+		return false
+	}
+	i, _ := slices.BinarySearchFunc(t.regs, r.base, func(x *region, p uint64) int {
+		if x.base < p {
+			return -1
+		} else if x.base > p {
+			return 1
+		}
+		return 0
+	})
+	t.regs = slices.Insert(t.regs, i, r)
+	return true
+}
+
+// remove takes r out of the table and marks it dead, then waits until no
+// copy is running on it, so the caller may unmap it. Caller holds mu.
+func (t *table) remove(r *region) {
+	i := slices.Index(t.regs, r)
+	if i < 0 {
+		return
+	}
+	t.regs = slices.Delete(t.regs, i, i+1)
+	r.dead = true
+	for r.users > 0 {
+		t.idle.Wait()
+	}
+}
+
+// waitIdle waits until no copy runs on r. Caller holds mu.
+func (t *table) waitIdle(r *region) {
+	for r.users > 0 {
+		t.idle.Wait()
+	}
+}
+
+// rangeErr describes why [p, p+n) is not usable memory in t.
+func (t *table) rangeErr(what string, p, n uint64) error {
+	r := t.find(p)
+	switch {
+	case r == nil:
+		return fmt.Errorf("%s range [%#x, %#x) does not start in a live allocation: %w", what, p, p+n, driver.ErrInvalidPointer)
+	case n > r.end()-p:
+		return fmt.Errorf("%s range [%#x, %#x) runs past the end of its allocation [%#x, %#x): %w",
+			what, p, p+n, r.base, r.end(), driver.ErrInvalidValue)
+	case r.kind == kindReserve:
+		return fmt.Errorf("%s range [%#x, %#x) is not wholly mapped with access granted in reservation [%#x, %#x): %w",
+			what, p, p+n, r.base, r.end(), driver.ErrInvalidValue)
+	}
+	return nil
+}
+
+// usable reports whether [p, p+n) lies inside one live region and, for a
+// reservation, every granule it touches is mapped with access. Caller holds
+// mu; n > 0.
+func (t *table) usable(p, n uint64) (*region, bool) {
+	r := t.find(p)
+	if r == nil || n > r.end()-p {
+		return nil, false
+	}
+	if r.kind == kindReserve {
+		first, last := (p-r.base)/r.gran, (p+n-1-r.base)/r.gran
+		for _, g := range r.granules[first : last+1] {
+			if g.h == nil || !g.access {
+				return nil, false
+			}
+		}
+	}
+	return r, true
+}
+
+// check validates [p, p+n) without holding it.
+func (t *table) check(what string, p, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	if p+n < p {
+		return fmt.Errorf("%s range at %#x of %d bytes overflows the address space: %w", what, p, n, driver.ErrInvalidValue)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.usable(p, n); ok {
+		return nil
+	}
+	return t.rangeErr(what, p, n)
+}
+
+// acquire validates [p, p+n) and keeps its region mapped until release.
+// A nil region with nil error means n == 0.
+func (t *table) acquire(what string, p, n uint64) (*region, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	if p+n < p {
+		return nil, fmt.Errorf("%s range at %#x of %d bytes overflows the address space: %w", what, p, n, driver.ErrInvalidValue)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.usable(p, n)
+	if !ok {
+		return nil, t.rangeErr(what, p, n)
+	}
+	r.users++
+	return r, nil
+}
+
+// release ends an acquire.
+func (t *table) release(r *region) {
+	if r == nil {
+		return
+	}
+	t.mu.Lock()
+	r.users--
+	if r.users == 0 {
+		t.idle.Broadcast()
+	}
+	t.mu.Unlock()
+}
+
+// drain empties and closes the table and returns what was in it, once no
+// copy runs on it (Close).
+func (t *table) drain() []*region {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	regs := t.regs
+	t.regs, t.closed = nil, true
+	for _, r := range regs {
+		r.dead = true
+		t.waitIdle(r)
+	}
+	return regs
+}
