@@ -2,4 +2,4 @@ module github.com/accelkit/accelkit/wrlru
 
 go 1.26
 
-require github.com/hashicorp/golang-lru/v2 v2.0.7 // indirect
+require github.com/hashicorp/golang-lru/v2 v2.0.7
