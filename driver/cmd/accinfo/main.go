@@ -81,6 +81,9 @@ func describe(w io.Writer, dev driver.Device, all []driver.Device) error {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
+			if k == "vmm" || k == "peer" { // printed below, from the capability itself
+				continue
+			}
 			fmt.Fprintf(w, "  %-17s %s\n", k, p.Attributes[k])
 		}
 	}
