@@ -1,0 +1,205 @@
+package progcache_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/accelkit/accelkit/progcache"
+	"github.com/accelkit/accelkit/progcache/cachetest"
+	"golang.org/x/crypto/blake2b"
+)
+
+const benchSize = 64 << 10
+
+type benchBackend struct {
+	name string
+	open func(b *testing.B) progcache.Cache
+}
+
+func benchBackends() []benchBackend {
+	fsOpen := func(sync bool) func(b *testing.B) progcache.Cache {
+		return func(b *testing.B) progcache.Cache {
+			c, err := progcache.OpenFileStream(b.TempDir(), progcache.FileStreamOptions{Sync: sync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return c
+		}
+	}
+	boltOpen := func(noSync bool) func(b *testing.B) progcache.Cache {
+		return func(b *testing.B) progcache.Cache {
+			c, err := progcache.OpenBolt(filepath.Join(b.TempDir(), "c.db"), progcache.BoltOptions{NoSync: noSync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return c
+		}
+	}
+	return []benchBackend{
+		{"memory", func(b *testing.B) progcache.Cache { c, _ := progcache.NewMemory(progcache.MemoryOptions{}); return c }},
+		{"filestream", fsOpen(false)},
+		{"filestream-sync", fsOpen(true)},
+		{"bolt", boltOpen(false)},
+		{"bolt-nosync", boltOpen(true)},
+	}
+}
+
+func BenchmarkGet64KiB(b *testing.B) {
+	ctx := context.Background()
+	for _, be := range benchBackends() {
+		b.Run(be.name, func(b *testing.B) {
+			c := be.open(b)
+			defer c.Close()
+			obj := cachetest.ObjectN(1, benchSize)
+			c.Put(ctx, cachetest.KeyN(1), obj)
+			b.SetBytes(benchSize)
+			for b.Loop() {
+				if _, ok, err := c.Get(ctx, cachetest.KeyN(1)); !ok || err != nil {
+					b.Fatal("miss", err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkPut64KiB(b *testing.B) {
+	ctx := context.Background()
+	for _, be := range benchBackends() {
+		b.Run(be.name, func(b *testing.B) {
+			c := be.open(b)
+			defer c.Close()
+			obj := cachetest.ObjectN(1, benchSize)
+			b.SetBytes(benchSize)
+			i := 0
+			for b.Loop() {
+				// Distinct keys, as cuda.core's "1000 distinct puts".
+				if err := c.Put(ctx, cachetest.KeyN(i%1000), obj); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
+
+func BenchmarkMakeKey(b *testing.B) {
+	for _, size := range []int{56 << 10, 1 << 20} {
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
+			in := progcache.KeyInput{
+				Sources:   []progcache.Source{{Name: "k.cu", Code: bytes.Repeat([]byte("x = y + z; "), size/11+1)[:size]}},
+				CodeType:  "c++",
+				Target:    "cubin",
+				Options:   progcache.Options{Arch: "sm_90", Std: "c++17", Extra: []string{"-G", "-DN=4", "--fmad=false"}},
+				Toolchain: []progcache.Component{{Name: "nvrtc", Version: "13.0"}, {Name: "driver", Version: "580"}},
+			}
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				if _, err := progcache.MakeKey(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkGetOrCompileCC compiles a small C file with the system `cc -c`
+// on a miss and reports the miss and hit costs and their ratio.
+func BenchmarkGetOrCompileCC(b *testing.B) {
+	cc, err := exec.LookPath("cc")
+	if err != nil {
+		b.Skip("no system cc")
+	}
+	ctx := context.Background()
+	c, err := progcache.OpenFileStream(b.TempDir(), progcache.FileStreamOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	work := b.TempDir()
+	var miss, hit time.Duration
+	n := 0
+	for b.Loop() {
+		src := []byte(fmt.Sprintf("int f%d(int x) { return x * %d + 1; }\n", n, n))
+		k, err := progcache.MakeKey(progcache.KeyInput{
+			Sources:  []progcache.Source{{Name: "f.c", Code: src}},
+			CodeType: "c", Target: "elf",
+			Options:   progcache.Options{Extra: []string{"-O2"}},
+			Toolchain: []progcache.Component{{Name: "cc", Version: cc}},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		compile := func(ctx context.Context) (progcache.Object, error) {
+			in, out := filepath.Join(work, "f.c"), filepath.Join(work, "f.o")
+			if err := os.WriteFile(in, src, 0o600); err != nil {
+				return progcache.Object{}, err
+			}
+			if msg, err := exec.CommandContext(ctx, cc, "-O2", "-c", in, "-o", out).CombinedOutput(); err != nil {
+				return progcache.Object{}, fmt.Errorf("cc: %v: %s", err, msg)
+			}
+			code, err := os.ReadFile(out)
+			return progcache.Object{Kind: "elf", Name: "f.c", Code: code}, err
+		}
+		t0 := time.Now()
+		if _, err := progcache.GetOrCompile(ctx, c, k, compile); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := progcache.GetOrCompile(ctx, c, k, compile); err != nil {
+			b.Fatal(err)
+		}
+		miss += t1.Sub(t0)
+		hit += time.Since(t1)
+		n++
+	}
+	b.ReportMetric(float64(miss.Nanoseconds())/float64(n), "miss-ns/op")
+	b.ReportMetric(float64(hit.Nanoseconds())/float64(n), "hit-ns/op")
+	b.ReportMetric(float64(miss)/float64(hit), "miss/hit")
+}
+
+// BenchmarkBaseline measures the floor the cache operations sit on, in the
+// same run: a raw blake2b-256 of the MakeKey source, a plain 64 KiB file
+// read, and a 64 KiB write + rename without fsync.
+func BenchmarkBaseline(b *testing.B) {
+	b.Run("blake2b-56KiB", func(b *testing.B) {
+		src := bytes.Repeat([]byte("x = y + z; "), 56<<10/11+1)[:56<<10]
+		b.SetBytes(int64(len(src)))
+		for b.Loop() {
+			blake2bSum(src)
+		}
+	})
+	b.Run("readfile-64KiB", func(b *testing.B) {
+		p := filepath.Join(b.TempDir(), "f")
+		os.WriteFile(p, make([]byte, benchSize), 0o600)
+		b.SetBytes(benchSize)
+		for b.Loop() {
+			if _, err := os.ReadFile(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("write-rename-64KiB", func(b *testing.B) {
+		dir := b.TempDir()
+		data := make([]byte, benchSize)
+		b.SetBytes(benchSize)
+		i := 0
+		for b.Loop() {
+			tmp := filepath.Join(dir, "tmp")
+			if err := os.WriteFile(tmp, data, 0o600); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.Rename(tmp, filepath.Join(dir, fmt.Sprint(i%1000))); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+}
+
+func blake2bSum(b []byte) [32]byte { return blake2b.Sum256(b) }

@@ -1,0 +1,343 @@
+package progcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// caches returns one fresh cache of each backend, with its flight group.
+func caches(t *testing.T, maxBytes int64) map[string]Cache {
+	m, _ := NewMemory(MemoryOptions{MaxBytes: maxBytes})
+	fsc := openFS(t, t.TempDir(), FileStreamOptions{MaxBytes: maxBytes})
+	b := openBolt(t, filepath.Join(t.TempDir(), "c.db"), BoltOptions{MaxBytes: maxBytes, NoSync: true})
+	return map[string]Cache{"memory": m, "filestream": fsc, "bolt": b}
+}
+
+func TestGetOrCompileOnce(t *testing.T) {
+	for name, c := range caches(t, 0) {
+		t.Run(name, func(t *testing.T) {
+			const callers = 32
+			fg := c.(grouped).flights()
+			allWaiting := make(chan struct{})
+			var waiting atomic.Int32
+			fg.waiting = func(Key) {
+				if waiting.Add(1) == callers-1 {
+					close(allWaiting)
+				}
+			}
+			var compiles atomic.Int32
+			compile := func(ctx context.Context) (Object, error) {
+				compiles.Add(1)
+				<-allWaiting // every other caller is waiting on this flight
+				return testObject(7, 5000), nil
+			}
+			var wg sync.WaitGroup
+			errs := make(chan error, callers)
+			for range callers {
+				wg.Go(func() {
+					obj, err := GetOrCompile(context.Background(), c, testKey(7), compile)
+					if err != nil || !obj.Equal(testObject(7, 5000)) {
+						errs <- fmt.Errorf("caller got err %v", err)
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			if n := compiles.Load(); n != 1 {
+				t.Fatalf("%d compiles for %d concurrent callers, want 1", n, callers)
+			}
+			if _, ok, _ := c.Get(context.Background(), testKey(7)); !ok {
+				t.Error("the compiled object must be stored")
+			}
+		})
+	}
+}
+
+func TestGetOrCompileErrorsNotCached(t *testing.T) {
+	for name, c := range caches(t, 0) {
+		t.Run(name, func(t *testing.T) {
+			boom := errors.New("compile failed")
+			calls := 0
+			compile := func(ctx context.Context) (Object, error) {
+				calls++
+				if calls == 1 {
+					return Object{}, boom
+				}
+				return testObject(1, 10), nil
+			}
+			if _, err := GetOrCompile(context.Background(), c, testKey(1), compile); !errors.Is(err, boom) {
+				t.Fatalf("first call = %v, want the compile error", err)
+			}
+			if obj, err := GetOrCompile(context.Background(), c, testKey(1), compile); err != nil || !obj.Equal(testObject(1, 10)) {
+				t.Fatalf("second call = %v; errors must not be cached", err)
+			}
+			if calls != 2 {
+				t.Errorf("%d compiles, want 2", calls)
+			}
+		})
+	}
+}
+
+func TestGetOrCompileTooLarge(t *testing.T) {
+	for name, c := range caches(t, 1000) {
+		t.Run(name, func(t *testing.T) {
+			big := testObject(1, 4000)
+			obj, err := GetOrCompile(context.Background(), c, testKey(1), func(context.Context) (Object, error) { return big, nil })
+			if err != nil || !obj.Equal(big) {
+				t.Fatalf("GetOrCompile of an object over the cap = %v; it must return the object", err)
+			}
+			if c.Stats().TooLarge != 1 {
+				t.Errorf("TooLarge = %d, want 1", c.Stats().TooLarge)
+			}
+		})
+	}
+}
+
+func TestGetOrCompileContext(t *testing.T) {
+	c, _ := NewMemory(MemoryOptions{})
+	fg := c.flights()
+	waiterIn := make(chan struct{})
+	fg.waiting = func(Key) { close(waiterIn) }
+	release := make(chan struct{})
+	leaderDone := make(chan struct{})
+	go func() {
+		defer close(leaderDone)
+		GetOrCompile(context.Background(), c, testKey(1), func(context.Context) (Object, error) {
+			<-release
+			return testObject(1, 1), nil
+		})
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error)
+	go func() {
+		// Wait until the leader is in its flight before joining it.
+		for {
+			c.flight.mu.Lock()
+			n := len(c.flight.calls)
+			c.flight.mu.Unlock()
+			if n == 1 {
+				break
+			}
+			runtime.Gosched()
+		}
+		_, err := GetOrCompile(ctx, c, testKey(1), func(context.Context) (Object, error) { return Object{}, errors.New("must not run") })
+		errc <- err
+	}()
+	<-waiterIn
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("waiter with a cancelled context = %v, want context.Canceled", err)
+	}
+	close(release)
+	<-leaderDone
+}
+
+func TestGetOrCompileForeignCache(t *testing.T) {
+	m, _ := NewMemory(MemoryOptions{})
+	var c Cache = struct{ Cache }{m} // hides the flight group
+	if _, err := GetOrCompile(context.Background(), c, testKey(1), nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("unwrapped foreign cache: %v", err)
+	}
+	obj, err := GetOrCompile(context.Background(), WithSingleflight(c), testKey(1), func(context.Context) (Object, error) { return testObject(1, 3), nil })
+	if err != nil || !obj.Equal(testObject(1, 3)) {
+		t.Fatal(err)
+	}
+}
+
+// compileHelper is one of the processes of TestGetOrCompileProcesses.
+func compileHelper() error {
+	dir := os.Getenv("PROGCACHE_DIR")
+	procs, _ := strconv.Atoi(os.Getenv("PROGCACHE_PROCS"))
+	c, err := OpenFileStream(filepath.Join(dir, "cache"), FileStreamOptions{})
+	if err != nil {
+		return err
+	}
+	c.hooks.waiting = func(Key) {
+		os.WriteFile(filepath.Join(dir, "waiting", strconv.Itoa(os.Getpid())), nil, 0o600)
+	}
+	compile := func(ctx context.Context) (Object, error) {
+		f, err := os.OpenFile(filepath.Join(dir, "compiles.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			return Object{}, err
+		}
+		fmt.Fprintln(f, os.Getpid())
+		f.Close()
+		// Barrier: hold the lock until every other process waits on it.
+		for {
+			if ents, _ := os.ReadDir(filepath.Join(dir, "waiting")); len(ents) >= procs-1 {
+				break
+			}
+			if ctx.Err() != nil {
+				return Object{}, ctx.Err()
+			}
+			runtime.Gosched()
+		}
+		return testObject(42, 3000), nil
+	}
+	obj, err := GetOrCompile(context.Background(), c, testKey(42), compile)
+	if err != nil {
+		return err
+	}
+	if !obj.Equal(testObject(42, 3000)) {
+		return errors.New("wrong object")
+	}
+	fmt.Println("GOT")
+	return nil
+}
+
+func TestGetOrCompileProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts 4 processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "waiting"), 0o700)
+	const procs = 4
+	var wg sync.WaitGroup
+	outs := make([]string, procs)
+	for i := range procs {
+		cmd, sc := helper(t, ctx, "PROGCACHE_HELPER=compile", "PROGCACHE_DIR="+dir, "PROGCACHE_PROCS="+strconv.Itoa(procs))
+		wg.Go(func() {
+			for sc.Scan() {
+				outs[i] += sc.Text()
+			}
+			cmd.Wait()
+		})
+	}
+	wg.Wait()
+	for i, o := range outs {
+		if o != "GOT" {
+			t.Errorf("process %d printed %q, want GOT", i, o)
+		}
+	}
+	log, _ := os.ReadFile(filepath.Join(dir, "compiles.log"))
+	if n := strings.Count(string(log), "\n"); n != 1 {
+		t.Fatalf("%d compiles across %d processes, want 1", n, procs)
+	}
+}
+
+// holdLockHelper takes the compile lock and is killed at the point
+// PROGCACHE_KILL_POINT names: "locked" (right after taking the lock) or
+// "compiling" (inside the compile function).
+func holdLockHelper() error {
+	c, err := OpenFileStream(os.Getenv("PROGCACHE_DIR"), FileStreamOptions{LockLease: time.Hour})
+	if err != nil {
+		return err
+	}
+	point := os.Getenv("PROGCACHE_KILL_POINT")
+	if point == "locked" {
+		c.hooks.lockHeld = func() {
+			fmt.Println("READY")
+			blockUntilKilled()
+		}
+	}
+	GetOrCompile(context.Background(), c, testKey(5), func(context.Context) (Object, error) {
+		if point == "compiling" {
+			fmt.Println("READY")
+			blockUntilKilled()
+		}
+		return Object{}, errors.New("unknown kill point " + point)
+	})
+	return errors.New("not killed")
+}
+
+func TestGetOrCompileStaleLock(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("uses SIGKILL")
+	}
+	for _, point := range []string{"locked", "compiling"} {
+		t.Run(point, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			dir := t.TempDir()
+			cmd, sc := helper(t, ctx, "PROGCACHE_HELPER=holdlock", "PROGCACHE_DIR="+dir, "PROGCACHE_KILL_POINT="+point)
+			if !sc.Scan() || sc.Text() != "READY" {
+				t.Fatalf("child did not reach %s: %q", point, sc.Text())
+			}
+			cmd.Process.Kill()
+			cmd.Wait()
+			c := openFS(t, dir, FileStreamOptions{LockLease: 200 * time.Millisecond})
+			if _, err := os.Stat(c.lockPath(testKey(5))); err != nil {
+				t.Fatalf("the killed child's lock must be there: %v", err)
+			}
+			compiles := 0
+			obj, err := GetOrCompile(ctx, c, testKey(5), func(context.Context) (Object, error) {
+				compiles++
+				return testObject(5, 100), nil
+			})
+			if err != nil || !obj.Equal(testObject(5, 100)) || compiles != 1 {
+				t.Fatalf("after a stale lock: err %v, %d compiles; want one compile", err, compiles)
+			}
+			if _, err := os.Stat(c.lockPath(testKey(5))); !os.IsNotExist(err) {
+				t.Error("the lock must be gone after the compile")
+			}
+		})
+	}
+}
+
+func TestGetOrCompileLiveHolderKeepsLock(t *testing.T) {
+	const lease = 100 * time.Millisecond
+	dir := t.TempDir()
+	a := openFS(t, dir, FileStreamOptions{LockLease: lease})
+	b := openFS(t, dir, FileStreamOptions{LockLease: lease})
+	locked := make(chan struct{})
+	a.hooks.lockHeld = func() { close(locked) }
+	release := make(chan struct{})
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := GetOrCompile(context.Background(), a, testKey(3), func(context.Context) (Object, error) {
+			<-release
+			return testObject(3, 100), nil
+		})
+		aDone <- err
+	}()
+	<-locked
+	start := time.Now()
+	polled := make(chan struct{}, 1)
+	b.hooks.lockPolled = func() {
+		select {
+		case polled <- struct{}{}:
+		default:
+		}
+	}
+	var bCompiles atomic.Int32
+	bDone := make(chan error, 1)
+	go func() {
+		obj, err := GetOrCompile(context.Background(), b, testKey(3), func(context.Context) (Object, error) {
+			bCompiles.Add(1)
+			return testObject(99, 1), nil
+		})
+		if err == nil && !obj.Equal(testObject(3, 100)) {
+			err = errors.New("b did not get a's object")
+		}
+		bDone <- err
+	}()
+	// b keeps finding a live lock for three leases while a compiles.
+	for time.Since(start) < 3*lease {
+		<-polled
+	}
+	close(release)
+	if err := <-aDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bDone; err != nil {
+		t.Fatal(err)
+	}
+	if n := bCompiles.Load(); n != 0 {
+		t.Fatalf("a waiter compiled %d times while a live holder compiled past the lease", n)
+	}
+}

@@ -1,0 +1,34 @@
+// Package progcache caches compiled programs (object code such as cubin,
+// PTX, LTO-IR or ELF) under keys that name everything that can change the
+// compiler's output.
+//
+// MakeKey digests the sources, code type, target, typed Options (with
+// equivalent flag spellings canonicalised), name expressions, toolchain
+// versions and a caller's ExtraDigest into a 32-byte Key (blake2b-256, or
+// SHA-256 in FIPS mode), refusing options whose inputs the key cannot see
+// or whose side outputs a cache hit would skip.
+//
+// Three backends implement Cache and pass the progcache/cachetest
+// conformance suite:
+//
+//   - Memory: an in-process LRU with entry and byte caps;
+//   - FileStream: a directory shared by processes and hosts, with atomic
+//     renameio commits, checksummed records, byte-capped LRU pruning that
+//     never deletes an entry a peer just replaced;
+//   - Bolt: one bbolt file, read-aware LRU, schema version, corrupt files
+//     set aside and rebuilt; one process at a time.
+//
+// GetOrCompile runs a compile once per key however many callers miss at
+// once, in a process and (on FileStream) across processes.
+//
+// Persistent entries are self-checking records (EncodeRecord,
+// DecodeRecord) with a CRC-32C or a keyed MAC; nothing is deserialised by
+// reflection or executed, and a corrupt entry is a counted miss.
+//
+// Concurrency: MakeKey, EncodeRecord, DecodeRecord, GetOrCompile and the
+// three caches are safe for concurrent use. Key, Object, Options, KeyInput
+// and the other option and result structs are plain values: safe to share
+// while no one modifies them. Memory returns stored objects by reference,
+// so callers must not modify an object after Put or one returned by Get;
+// FileStream and Bolt return fresh copies.
+package progcache

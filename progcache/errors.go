@@ -1,0 +1,34 @@
+package progcache
+
+import "errors"
+
+// Sentinel errors. Functions wrap them with %w and a message that says what
+// was wrong and what is valid; test with errors.Is.
+var (
+	// ErrInvalidInput reports a malformed KeyInput or Options.
+	ErrInvalidInput = errors.New("progcache: invalid input")
+	// ErrNeedsExtraDigest reports options that pull in inputs the key cannot
+	// see (include paths, pre-includes, precompiled headers, a source name
+	// with a directory part) given without KeyInput.ExtraDigest.
+	ErrNeedsExtraDigest = errors.New("progcache: extra digest required")
+	// ErrUncacheable reports options whose effect is a side output that a
+	// cache hit would skip (PCH creation, timing or trace files).
+	ErrUncacheable = errors.New("progcache: uncacheable options")
+	// ErrInvalidKey reports a string that is not a key.
+	ErrInvalidKey = errors.New("progcache: invalid key")
+	// ErrCorrupt reports an entry record that failed its checksum, MAC or
+	// structure checks. Caches turn it into a miss; it surfaces from
+	// DecodeRecord and from verification.
+	ErrCorrupt = errors.New("progcache: corrupt entry")
+	// ErrTooLarge reports an object larger than the cache's byte cap; it is
+	// not stored and evicts nothing.
+	ErrTooLarge = errors.New("progcache: object larger than the cache's byte cap")
+	// ErrInvalidConfig reports a bad backend configuration (e.g. a negative
+	// cap).
+	ErrInvalidConfig = errors.New("progcache: invalid configuration")
+	// ErrClosed reports use of a closed cache.
+	ErrClosed = errors.New("progcache: cache closed")
+	// ErrLocked reports a bolt file held by another process past the open
+	// timeout. The file is not touched.
+	ErrLocked = errors.New("progcache: cache file locked by another process")
+)

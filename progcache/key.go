@@ -1,0 +1,603 @@
+package progcache
+
+// Keys.
+//
+// A Key is a 32-byte digest of an unambiguous encoding of everything that can
+// change a compiler's output. The encoding (the "preimage") is versioned and
+// length-prefixed: every field is written as a tag, then its length, then its
+// bytes, and lists are written as a count followed by their items, so no two
+// different inputs share a preimage (FuzzKeyEncoding checks this by decoding
+// preimages back). The first bytes of the preimage name the schema version
+// and the digest kind, so a blake2b key and a SHA-256 (FIPS) key never come
+// from the same preimage.
+//
+// Options are canonicalised before encoding: an Extra flag that a typed field
+// covers is parsed into that field, so equivalent spellings give one key.
+// Order is kept only where it changes meaning (include search order,
+// pre-include order, unrecognised Extra flags); defines are reduced to the
+// final state of each macro (a later -D or -U of a name overrides an earlier
+// one) and sorted, because command-line macros of different names commute.
+
+import (
+	"bytes"
+	"crypto/fips140"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/crypto/blake2b"
+)
+
+// KeySchemaVersion is the version of the key preimage encoding. It changes
+// whenever the encoding or the canonicalisation rules change, so keys from
+// an older schema simply miss.
+const KeySchemaVersion = 1
+
+// KeySize is the length of a Key in bytes.
+const KeySize = 32
+
+// Key names one compiled program. The zero Key is valid as a value but is
+// never produced by MakeKey in practice. Keys are comparable and can be map
+// keys.
+type Key [KeySize]byte
+
+// String returns the key as 64 lowercase hex digits.
+func (k Key) String() string { return hex.EncodeToString(k[:]) }
+
+// ParseKey parses the 64-hex-digit form that Key.String produces.
+func ParseKey(s string) (Key, error) {
+	var k Key
+	if len(s) != 2*KeySize {
+		return k, fmt.Errorf("progcache: key %q has %d characters, want %d hex digits: %w", s, len(s), 2*KeySize, ErrInvalidKey)
+	}
+	if _, err := hex.Decode(k[:], []byte(s)); err != nil {
+		return k, fmt.Errorf("progcache: key %q is not hex: %w", s, ErrInvalidKey)
+	}
+	return k, nil
+}
+
+// DigestKind says which hash function made a key or a record MAC.
+type DigestKind uint8
+
+const (
+	// DigestBlake2b256 is blake2b with a 32-byte output (the default, as in
+	// cuda.core).
+	DigestBlake2b256 DigestKind = 1
+	// DigestSHA256 is SHA-256 (and HMAC-SHA-256 for MACs), used in FIPS mode
+	// because blake2b is not FIPS-approved.
+	DigestSHA256 DigestKind = 2
+)
+
+func (d DigestKind) String() string {
+	switch d {
+	case DigestBlake2b256:
+		return "blake2b-256"
+	case DigestSHA256:
+		return "sha-256"
+	}
+	return "digest(" + strconv.Itoa(int(d)) + ")"
+}
+
+// digestFor picks the digest kind: SHA-256 when asked or when the Go
+// cryptographic module runs in FIPS 140-3 mode (GODEBUG=fips140=on).
+func digestFor(fips bool) DigestKind {
+	if fips || fips140.Enabled() {
+		return DigestSHA256
+	}
+	return DigestBlake2b256
+}
+
+func newHash(d DigestKind) hash.Hash {
+	if d == DigestSHA256 {
+		return sha256.New()
+	}
+	h, _ := blake2b.New256(nil) // cannot fail without a key
+	return h
+}
+
+// Source is one source input of a compilation.
+type Source struct {
+	// Name is the source's name as the compiler sees it (NVRTC's program
+	// name). A name with a directory part makes the compiler search that
+	// directory for quoted includes, an input the key cannot see, so it
+	// needs KeyInput.ExtraDigest.
+	Name string
+	// Code is the source text or IR bytes.
+	Code []byte
+}
+
+// Component is one piece of the toolchain that produced the object, such as
+// the compiler ("nvrtc", "12.8") or the driver ("cuda-driver", "13.0").
+type Component struct {
+	Name    string
+	Version string
+}
+
+// Define is one command-line macro operation: a definition (-DName=Value)
+// or, with Undef set, an undefinition (-UName). "-DX" is the same as
+// Define{Name: "X", Value: "1"}.
+type Define struct {
+	Name  string
+	Value string
+	Undef bool
+}
+
+// Options are the compile options, typed so that equal meanings give equal
+// keys. The zero value means "no options".
+type Options struct {
+	// Arch is the target architecture, e.g. "sm_90" (-arch,
+	// --gpu-architecture).
+	Arch string
+	// Std is the language dialect, e.g. "c++17" (-std).
+	Std string
+	// Defines in command-line order; a later operation on a name overrides
+	// an earlier one (-D, --define-macro, -U, --undefine-macro).
+	Defines []Define
+	// IncludePaths in search order (-I, --include-path). Needs ExtraDigest.
+	IncludePaths []string
+	// PreIncludes in inclusion order (-include, --pre-include). Needs
+	// ExtraDigest.
+	PreIncludes []string
+	// Debug generates device debug information (-G, --device-debug).
+	Debug bool
+	// LineInfo generates line-number information (-lineinfo,
+	// --generate-line-info).
+	LineInfo bool
+	// FastMath enables fast math (-use_fast_math, --use_fast_math).
+	FastMath bool
+	// Relocatable generates relocatable device code (-rdc=true,
+	// --relocatable-device-code=true, -dc).
+	Relocatable bool
+	// MaxRegisters limits registers per thread (-maxrregcount); 0 means
+	// unset.
+	MaxRegisters int
+	// Extra holds raw flags. Flags that a field above covers are parsed
+	// into it; others are hashed verbatim and in order.
+	Extra []string
+}
+
+// KeyInput is everything that names a compiled program. See MakeKey.
+type KeyInput struct {
+	// Sources in order; at least one. Their order is kept.
+	Sources []Source
+	// CodeType is the input language, e.g. "c++", "ptx", "nvvm".
+	CodeType string
+	// Target is the output kind, e.g. "cubin", "ptx", "ltoir".
+	Target string
+	// Options are the compile options.
+	Options Options
+	// NameExpressions are the names looked up after compiling (NVRTC name
+	// expressions). Their order and repeats do not matter.
+	NameExpressions []string
+	// Toolchain names the compiler, driver and anything else whose version
+	// changes the output. Order does not matter; names must be unique.
+	Toolchain []Component
+	// ExtraDigest is a caller-made fingerprint of inputs the key cannot
+	// see: included headers, pre-included files, precompiled headers. It
+	// is required when the options pull in such inputs. An empty slice
+	// counts as none.
+	ExtraDigest []byte
+	// FIPS selects SHA-256 instead of blake2b-256. It is also selected
+	// whenever the process runs in FIPS 140-3 mode.
+	FIPS bool
+}
+
+// Preimage field tags. Never reuse a number: the schema version guards
+// reinterpretation, the tags guard field confusion.
+const (
+	tagSources   = 1
+	tagCodeType  = 2
+	tagTarget    = 3
+	tagArch      = 4
+	tagStd       = 5
+	tagDefines   = 6
+	tagIncludes  = 7
+	tagPreIncl   = 8
+	tagFlags     = 9
+	tagMaxRegs   = 10
+	tagExtra     = 11
+	tagNames     = 12
+	tagToolchain = 13
+	tagExtraDig  = 14
+)
+
+// keyMagic opens every preimage.
+const keyMagic = "accelkit/progcache/key"
+
+// canonical is KeyInput after canonicalisation; encode writes it.
+type canonical struct {
+	digest    DigestKind
+	sources   []Source
+	codeType  string
+	target    string
+	arch      string
+	std       string
+	defines   []Define // final state per name, sorted by name
+	includes  []string
+	preIncl   []string
+	flags     uint8 // bit 0 debug, 1 lineinfo, 2 fast math, 3 relocatable
+	maxRegs   int
+	extra     []string
+	names     []string // sorted, unique
+	toolchain []Component
+	extraDig  []byte
+	pchUse    bool
+}
+
+const (
+	flagDebug = 1 << iota
+	flagLineInfo
+	flagFastMath
+	flagRelocatable
+)
+
+// MakeKey returns the key of a compilation. It fails with an error wrapping
+// ErrInvalidInput for malformed input, ErrNeedsExtraDigest when the options
+// pull in inputs the key cannot see and no ExtraDigest is given, and
+// ErrUncacheable when an option produces a side output that a cache hit
+// would skip. MakeKey is safe for concurrent use.
+func MakeKey(in KeyInput) (Key, error) {
+	c, err := canonicalize(in)
+	if err != nil {
+		return Key{}, err
+	}
+	h := newHash(c.digest)
+	c.encode(h)
+	var k Key
+	h.Sum(k[:0])
+	return k, nil
+}
+
+func canonicalize(in KeyInput) (*canonical, error) {
+	c := &canonical{digest: digestFor(in.FIPS)}
+	if len(in.Sources) == 0 {
+		return nil, fmt.Errorf("progcache: no sources: give at least one Source: %w", ErrInvalidInput)
+	}
+	if in.CodeType == "" {
+		return nil, fmt.Errorf("progcache: empty CodeType: name the input language, e.g. \"c++\", \"ptx\", \"nvvm\": %w", ErrInvalidInput)
+	}
+	if in.Target == "" {
+		return nil, fmt.Errorf("progcache: empty Target: name the output kind, e.g. \"cubin\", \"ptx\", \"ltoir\": %w", ErrInvalidInput)
+	}
+	c.sources, c.codeType, c.target = in.Sources, in.CodeType, in.Target
+	hasExtra := len(in.ExtraDigest) > 0
+	for _, s := range in.Sources {
+		if strings.ContainsAny(s.Name, `/\`) && !hasExtra {
+			return nil, fmt.Errorf("progcache: source name %q has a directory part, so the compiler searches that directory for includes the key cannot see: pass an ExtraDigest over them, or use a bare name: %w", s.Name, ErrNeedsExtraDigest)
+		}
+	}
+	if err := c.parseOptions(in.Options); err != nil {
+		return nil, err
+	}
+	if (len(c.includes) > 0 || len(c.preIncl) > 0 || c.pchUse) && !hasExtra {
+		return nil, fmt.Errorf("progcache: include paths, pre-includes or precompiled-header use pull in files the key cannot see: pass an ExtraDigest that fingerprints them: %w", ErrNeedsExtraDigest)
+	}
+	c.names = slices.Clone(in.NameExpressions)
+	slices.Sort(c.names)
+	c.names = slices.Compact(c.names)
+	c.toolchain = slices.Clone(in.Toolchain)
+	slices.SortFunc(c.toolchain, func(a, b Component) int { return strings.Compare(a.Name, b.Name) })
+	for i, t := range c.toolchain {
+		if t.Name == "" {
+			return nil, fmt.Errorf("progcache: toolchain component with version %q has no name: %w", t.Version, ErrInvalidInput)
+		}
+		if i > 0 && c.toolchain[i-1].Name == t.Name {
+			return nil, fmt.Errorf("progcache: toolchain component %q given twice: give each component once: %w", t.Name, ErrInvalidInput)
+		}
+	}
+	c.extraDig = in.ExtraDigest
+	return c, nil
+}
+
+// optState gathers the typed fields and what Extra flags say about them, so
+// conflicts between the two can be reported.
+type optState struct {
+	arch, std string
+	maxRegs   int
+	defines   []Define
+	includes  []string
+	preIncl   []string
+	flags     uint8
+	noRDC     bool
+	extra     []string
+	pchUse    bool
+}
+
+// setString sets *dst to v, failing when a different value is already set.
+func setString(dst *string, v, what string) error {
+	if v == "" {
+		return fmt.Errorf("progcache: option %s has an empty value: %w", what, ErrInvalidInput)
+	}
+	if *dst != "" && *dst != v {
+		return fmt.Errorf("progcache: conflicting %s values %q and %q: give one: %w", what, *dst, v, ErrInvalidInput)
+	}
+	*dst = v
+	return nil
+}
+
+// flagSpec describes one recognised Extra flag.
+type flagSpec struct {
+	names   []string // spellings, e.g. "-G", "--device-debug"
+	value   bool     // takes a value (as -f=v, -f v, or -fv for one-letter short flags)
+	apply   func(st *optState, v string) error
+	refuse  string // non-empty: refused always, with this reason
+	keepRaw bool   // also hash the flag verbatim (its value has no typed field)
+}
+
+// The Extra flags that typed fields cover, and those refused. Spellings are
+// NVRTC's and nvcc's.
+var flagSpecs = []flagSpec{
+	{names: []string{"-arch", "--gpu-architecture"}, value: true, apply: func(st *optState, v string) error { return setString(&st.arch, v, "architecture") }},
+	{names: []string{"-std", "--std"}, value: true, apply: func(st *optState, v string) error { return setString(&st.std, v, "language standard") }},
+	{names: []string{"-G", "--device-debug"}, apply: func(st *optState, _ string) error { st.flags |= flagDebug; return nil }},
+	{names: []string{"-lineinfo", "--generate-line-info"}, apply: func(st *optState, _ string) error { st.flags |= flagLineInfo; return nil }},
+	{names: []string{"-use_fast_math", "--use_fast_math"}, apply: func(st *optState, _ string) error { st.flags |= flagFastMath; return nil }},
+	{names: []string{"-dc"}, apply: func(st *optState, _ string) error { st.flags |= flagRelocatable; return nil }},
+	{names: []string{"-rdc", "--relocatable-device-code"}, value: true, apply: func(st *optState, v string) error {
+		switch v {
+		case "true":
+			st.flags |= flagRelocatable
+			st.noRDC = false
+		case "false":
+			st.flags &^= flagRelocatable
+			st.noRDC = true
+		default:
+			return fmt.Errorf("progcache: -rdc value %q: want true or false: %w", v, ErrInvalidInput)
+		}
+		return nil
+	}},
+	{names: []string{"-maxrregcount", "--maxrregcount"}, value: true, apply: func(st *optState, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("progcache: -maxrregcount value %q: want a positive integer: %w", v, ErrInvalidInput)
+		}
+		if st.maxRegs != 0 && st.maxRegs != n {
+			return fmt.Errorf("progcache: conflicting -maxrregcount values %d and %d: give one: %w", st.maxRegs, n, ErrInvalidInput)
+		}
+		st.maxRegs = n
+		return nil
+	}},
+	{names: []string{"-D", "--define-macro"}, value: true, apply: func(st *optState, v string) error {
+		name, val, ok := strings.Cut(v, "=")
+		if !ok {
+			val = "1"
+		}
+		st.defines = append(st.defines, Define{Name: name, Value: val})
+		return nil
+	}},
+	{names: []string{"-U", "--undefine-macro"}, value: true, apply: func(st *optState, v string) error {
+		st.defines = append(st.defines, Define{Name: v, Undef: true})
+		return nil
+	}},
+	{names: []string{"-I", "--include-path"}, value: true, apply: func(st *optState, v string) error {
+		st.includes = append(st.includes, v)
+		return nil
+	}},
+	{names: []string{"-include", "--pre-include"}, value: true, apply: func(st *optState, v string) error {
+		st.preIncl = append(st.preIncl, v)
+		return nil
+	}},
+	{names: []string{"-use-pch", "--use-pch"}, value: true, keepRaw: true, apply: func(st *optState, _ string) error { st.pchUse = true; return nil }},
+	{names: []string{"-pch-dir", "--pch-dir"}, value: true, keepRaw: true, apply: func(st *optState, _ string) error { st.pchUse = true; return nil }},
+	{names: []string{"-pch", "--pch"}, refuse: "creates precompiled headers as a side output"},
+	{names: []string{"-create-pch", "--create-pch"}, refuse: "creates a precompiled header as a side output"},
+	{names: []string{"-time", "--time"}, refuse: "writes a timing file as a side output"},
+	{names: []string{"-fdevice-time-trace", "--fdevice-time-trace"}, refuse: "writes a device time trace as a side output"},
+}
+
+// matchFlag finds the spec for args[i]; it returns the spec, the flag's
+// value and how many args it consumed (0: not recognised).
+func matchFlag(args []string, i int) (*flagSpec, string, int, error) {
+	a := args[i]
+	for si := range flagSpecs {
+		sp := &flagSpecs[si]
+		for _, n := range sp.names {
+			switch {
+			case a == n:
+				if !sp.value {
+					return sp, "", 1, nil
+				}
+				if i+1 >= len(args) {
+					return nil, "", 0, fmt.Errorf("progcache: flag %s needs a value: %w", n, ErrInvalidInput)
+				}
+				return sp, args[i+1], 2, nil
+			case sp.value && strings.HasPrefix(a, n+"="):
+				return sp, a[len(n)+1:], 1, nil
+			case sp.value && len(n) == 2 && strings.HasPrefix(a, n) && len(a) > 2:
+				// One-letter short flags glue their value: -DX=1, -I/inc.
+				return sp, a[2:], 1, nil
+			}
+		}
+	}
+	// Refused flags may also appear with a value (e.g. -time=file).
+	for si := range flagSpecs {
+		sp := &flagSpecs[si]
+		if sp.refuse == "" {
+			continue
+		}
+		for _, n := range sp.names {
+			if strings.HasPrefix(a, n+"=") {
+				return sp, "", 1, nil
+			}
+		}
+	}
+	return nil, "", 0, nil
+}
+
+func (c *canonical) parseOptions(o Options) error {
+	st := optState{}
+	if o.Arch != "" {
+		st.arch = o.Arch
+	}
+	st.std = o.Std
+	st.maxRegs = o.MaxRegisters
+	if o.MaxRegisters < 0 {
+		return fmt.Errorf("progcache: MaxRegisters %d is negative: want 0 (unset) or a positive count: %w", o.MaxRegisters, ErrInvalidInput)
+	}
+	st.defines = slices.Clone(o.Defines)
+	st.includes = slices.Clone(o.IncludePaths)
+	st.preIncl = slices.Clone(o.PreIncludes)
+	if o.Debug {
+		st.flags |= flagDebug
+	}
+	if o.LineInfo {
+		st.flags |= flagLineInfo
+	}
+	if o.FastMath {
+		st.flags |= flagFastMath
+	}
+	if o.Relocatable {
+		st.flags |= flagRelocatable
+	}
+	for i := 0; i < len(o.Extra); {
+		sp, v, n, err := matchFlag(o.Extra, i)
+		if err != nil {
+			return err
+		}
+		if sp == nil {
+			st.extra = append(st.extra, o.Extra[i])
+			i++
+			continue
+		}
+		if sp.refuse != "" {
+			return fmt.Errorf("progcache: option %q %s that a cache hit would skip: compile without it, or do not cache this compilation: %w", o.Extra[i], sp.refuse, ErrUncacheable)
+		}
+		if sp.value && v == "" {
+			return fmt.Errorf("progcache: option %q has an empty value: %w", o.Extra[i], ErrInvalidInput)
+		}
+		if err := sp.apply(&st, v); err != nil {
+			return err
+		}
+		if sp.keepRaw {
+			st.extra = append(st.extra, o.Extra[i:i+n]...)
+		}
+		i += n
+	}
+	if o.Relocatable && st.noRDC {
+		return fmt.Errorf("progcache: Relocatable is set but Extra has -rdc=false: give one: %w", ErrInvalidInput)
+	}
+	c.arch, c.std, c.maxRegs, c.flags = st.arch, st.std, st.maxRegs, st.flags
+	c.includes, c.preIncl, c.extra = st.includes, st.preIncl, st.extra
+	// Final state per macro name, then sorted: macros of different names
+	// commute, and a later operation on a name wins.
+	final := map[string]Define{}
+	for _, d := range st.defines {
+		if d.Name == "" || strings.ContainsAny(d.Name, "= \t") {
+			return fmt.Errorf("progcache: macro name %q is empty or contains '=' or blanks: %w", d.Name, ErrInvalidInput)
+		}
+		if d.Undef {
+			d.Value = ""
+		}
+		final[d.Name] = d
+	}
+	c.defines = make([]Define, 0, len(final))
+	for _, d := range final {
+		c.defines = append(c.defines, d)
+	}
+	slices.SortFunc(c.defines, func(a, b Define) int { return strings.Compare(a.Name, b.Name) })
+	// PCH use reads a header file the key cannot see; the ExtraDigest rule
+	// covers it like an include path.
+	c.pchUse = st.pchUse
+	return nil
+}
+
+// encoder writes the preimage: tags, lengths and counts as uvarints, so the
+// encoding is prefix-free field by field.
+type encoder struct {
+	w   hash.Hash
+	buf [binary.MaxVarintLen64]byte
+}
+
+func (e *encoder) uvarint(v uint64) {
+	n := binary.PutUvarint(e.buf[:], v)
+	e.w.Write(e.buf[:n])
+}
+
+func (e *encoder) bytes(b []byte) {
+	e.uvarint(uint64(len(b)))
+	e.w.Write(b)
+}
+
+func (e *encoder) str(s string) {
+	e.uvarint(uint64(len(s)))
+	e.w.Write([]byte(s))
+}
+
+func (e *encoder) strs(tag uint64, ss []string) {
+	e.uvarint(tag)
+	e.uvarint(uint64(len(ss)))
+	for _, s := range ss {
+		e.str(s)
+	}
+}
+
+// encode writes the preimage of c to w. Every field is always written, in
+// tag order, so a missing field and an empty one encode the same way only
+// when they mean the same thing.
+func (c *canonical) encode(w hash.Hash) {
+	e := &encoder{w: w}
+	e.str(keyMagic)
+	e.uvarint(KeySchemaVersion)
+	e.str(c.digest.String())
+	e.uvarint(tagSources)
+	e.uvarint(uint64(len(c.sources)))
+	for _, s := range c.sources {
+		e.str(s.Name)
+		e.bytes(s.Code)
+	}
+	e.uvarint(tagCodeType)
+	e.str(c.codeType)
+	e.uvarint(tagTarget)
+	e.str(c.target)
+	e.uvarint(tagArch)
+	e.str(c.arch)
+	e.uvarint(tagStd)
+	e.str(c.std)
+	e.uvarint(tagDefines)
+	e.uvarint(uint64(len(c.defines)))
+	for _, d := range c.defines {
+		e.str(d.Name)
+		if d.Undef {
+			e.uvarint(0)
+		} else {
+			e.uvarint(1)
+			e.str(d.Value)
+		}
+	}
+	e.strs(tagIncludes, c.includes)
+	e.strs(tagPreIncl, c.preIncl)
+	e.uvarint(tagFlags)
+	e.uvarint(uint64(c.flags))
+	e.uvarint(tagMaxRegs)
+	e.uvarint(uint64(c.maxRegs))
+	e.strs(tagExtra, c.extra)
+	e.strs(tagNames, c.names)
+	e.uvarint(tagToolchain)
+	e.uvarint(uint64(len(c.toolchain)))
+	for _, t := range c.toolchain {
+		e.str(t.Name)
+		e.str(t.Version)
+	}
+	e.uvarint(tagExtraDig)
+	e.bytes(c.extraDig)
+}
+
+// preimage returns the encoded preimage (for tests and debugging).
+func (c *canonical) preimage() []byte {
+	var b bytesHash
+	c.encode(&b)
+	return b.Bytes()
+}
+
+// bytesHash is a hash.Hash that only collects what is written.
+type bytesHash struct{ bytes.Buffer }
+
+func (b *bytesHash) Sum(p []byte) []byte { return append(p, b.Bytes()...) }
+func (b *bytesHash) Size() int           { return b.Len() }
+func (b *bytesHash) BlockSize() int      { return 1 }
+func (b *bytesHash) Reset()              { b.Buffer.Reset() }

@@ -1,0 +1,301 @@
+package progcache
+
+// Entry records.
+//
+// Persistent backends store each object as one self-checking record:
+//
+//	magic     4 bytes  "AKPC"
+//	version   1 byte   recordVersion
+//	check     1 byte   checkCRC32C | checkBlake2bMAC | checkHMACSHA256
+//	key      32 bytes  the key the entry was stored under
+//	kind      u16 length + bytes
+//	name      u16 length + bytes
+//	symbols   u32 count, then per entry u16 name length + bytes, u32 value length + bytes
+//	metadata  same shape as symbols
+//	code      u64 length + bytes
+//	trailer   4-byte CRC-32C or 32-byte MAC over everything before it
+//
+// Integers are little-endian. Map entries are written sorted by name, so a
+// record is a pure function of (key, object, options). The checksum is
+// verified before any field is parsed, every length is checked against the
+// bytes that remain before anything is allocated, and the stored key must
+// equal the key asked for: a record copied under another key's name is a
+// miss, not a wrong object.
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"slices"
+
+	"golang.org/x/crypto/blake2b"
+)
+
+const (
+	recordMagic   = "AKPC"
+	recordVersion = 1
+
+	checkCRC32C     = 1
+	checkBlake2bMAC = 2
+	checkHMACSHA256 = 3
+
+	recordHeaderSize = 4 + 1 + 1 + KeySize
+
+	// MaxKindLen bounds Object.Kind: a short format name.
+	MaxKindLen = 255
+	// MaxStringLen bounds Object.Name and symbol and metadata names (u16
+	// length fields).
+	MaxStringLen = 1<<16 - 1
+	// MaxMapEntries bounds the symbol and metadata maps, so a corrupt count
+	// cannot make a decoder loop for long.
+	MaxMapEntries = 1 << 16
+	// MaxMACKeyLen is the longest MAC key (blake2b's limit).
+	MaxMACKeyLen = 64
+	// MinMACKeyLen is the shortest MAC key accepted: 16 bytes, the size
+	// below which blake2b's authors advise against keyed use.
+	MinMACKeyLen = 16
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// RecordOptions select how records are checked. The zero value uses
+// CRC-32C, which detects corruption; a MACKey also rejects records written
+// without the same key.
+type RecordOptions struct {
+	// MACKey, when set (16 to 64 bytes), seals records with a keyed
+	// blake2b-256 MAC (HMAC-SHA-256 in FIPS mode) instead of CRC-32C.
+	MACKey []byte
+	// FIPS selects HMAC-SHA-256 for MACs; also selected whenever the
+	// process runs in FIPS 140-3 mode.
+	FIPS bool
+}
+
+func (o RecordOptions) validate() error {
+	if o.MACKey != nil && (len(o.MACKey) < MinMACKeyLen || len(o.MACKey) > MaxMACKeyLen) {
+		return fmt.Errorf("progcache: MAC key of %d bytes: want %d to %d bytes: %w", len(o.MACKey), MinMACKeyLen, MaxMACKeyLen, ErrInvalidConfig)
+	}
+	return nil
+}
+
+func (o RecordOptions) check() byte {
+	switch {
+	case o.MACKey == nil:
+		return checkCRC32C
+	case digestFor(o.FIPS) == DigestSHA256:
+		return checkHMACSHA256
+	}
+	return checkBlake2bMAC
+}
+
+func (o RecordOptions) trailerSize() int {
+	if o.MACKey == nil {
+		return crc32.Size
+	}
+	return 32
+}
+
+func (o RecordOptions) sum(b []byte) []byte {
+	var h hash.Hash
+	switch o.check() {
+	case checkCRC32C:
+		return binary.LittleEndian.AppendUint32(nil, crc32.Checksum(b, castagnoli))
+	case checkHMACSHA256:
+		h = hmac.New(sha256.New, o.MACKey)
+	default:
+		h, _ = blake2b.New256(o.MACKey) // key length validated
+	}
+	h.Write(b)
+	return h.Sum(nil)
+}
+
+// RecordSize returns the encoded length of obj's record under o.
+func RecordSize(obj Object, o RecordOptions) int64 {
+	n := int64(recordHeaderSize + 2 + len(obj.Kind) + 2 + len(obj.Name) + 4 + 4 + 8 + len(obj.Code) + o.trailerSize())
+	for k, v := range obj.Symbols {
+		n += int64(2 + len(k) + 4 + len(v))
+	}
+	for k, v := range obj.Metadata {
+		n += int64(2 + len(k) + 4 + len(v))
+	}
+	return n
+}
+
+// EncodeRecord returns the record of obj stored under k. It fails with
+// ErrInvalidInput when a field is over its bound.
+func EncodeRecord(k Key, obj Object, o RecordOptions) ([]byte, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if len(obj.Kind) > MaxKindLen {
+		return nil, fmt.Errorf("progcache: object kind of %d bytes: at most %d: %w", len(obj.Kind), MaxKindLen, ErrInvalidInput)
+	}
+	if len(obj.Name) > MaxStringLen {
+		return nil, fmt.Errorf("progcache: object name of %d bytes: at most %d: %w", len(obj.Name), MaxStringLen, ErrInvalidInput)
+	}
+	for what, m := range map[string]map[string]string{"symbols": obj.Symbols, "metadata": obj.Metadata} {
+		if len(m) > MaxMapEntries {
+			return nil, fmt.Errorf("progcache: %d %s entries: at most %d: %w", len(m), what, MaxMapEntries, ErrInvalidInput)
+		}
+		for name, v := range m {
+			if len(name) > MaxStringLen || int64(len(v)) > 1<<32-1 {
+				return nil, fmt.Errorf("progcache: %s entry %.40q is over the length bounds: %w", what, name, ErrInvalidInput)
+			}
+		}
+	}
+	b := make([]byte, 0, RecordSize(obj, o))
+	b = append(b, recordMagic...)
+	b = append(b, recordVersion, o.check())
+	b = append(b, k[:]...)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(obj.Kind)))
+	b = append(b, obj.Kind...)
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(obj.Name)))
+	b = append(b, obj.Name...)
+	b = appendMap(b, obj.Symbols)
+	b = appendMap(b, obj.Metadata)
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(obj.Code)))
+	b = append(b, obj.Code...)
+	return append(b, o.sum(b)...), nil
+}
+
+func appendMap(b []byte, m map[string]string) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(m)))
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(k)))
+		b = append(b, k...)
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(m[k])))
+		b = append(b, m[k]...)
+	}
+	return b
+}
+
+// DecodeRecord checks and parses a record. It returns the stored key and
+// the object; any failure wraps ErrCorrupt and says what was wrong. The
+// object's Code aliases b. DecodeRecord never panics, whatever b holds.
+func DecodeRecord(b []byte, o RecordOptions) (Key, Object, error) {
+	var k Key
+	if err := o.validate(); err != nil {
+		return k, Object{}, err
+	}
+	ts := o.trailerSize()
+	if len(b) < recordHeaderSize+ts {
+		return k, Object{}, corruptf("record of %d bytes is shorter than the smallest record", len(b))
+	}
+	if string(b[:4]) != recordMagic {
+		return k, Object{}, corruptf("bad magic %q: not a progcache entry", b[:4])
+	}
+	if b[4] != recordVersion {
+		return k, Object{}, corruptf("record version %d: this build reads version %d", b[4], recordVersion)
+	}
+	if b[5] != o.check() {
+		return k, Object{}, corruptf("record sealed with check kind %d, cache expects %d (a MAC key mismatch?)", b[5], o.check())
+	}
+	body, trailer := b[:len(b)-ts], b[len(b)-ts:]
+	want := o.sum(body)
+	if o.MACKey != nil {
+		if !hmac.Equal(want, trailer) {
+			return k, Object{}, corruptf("MAC mismatch: entry tampered with or written with another key")
+		}
+	} else if !bytes.Equal(want, trailer) {
+		return k, Object{}, corruptf("checksum mismatch")
+	}
+	copy(k[:], body[6:recordHeaderSize])
+	r := reader{b: body[recordHeaderSize:]}
+	var obj Object
+	obj.Kind = string(r.next(int(r.u16())))
+	obj.Name = string(r.next(int(r.u16())))
+	obj.Symbols = r.strMap()
+	obj.Metadata = r.strMap()
+	n := r.u64()
+	if r.err == nil && n != uint64(len(r.b)) {
+		return k, Object{}, corruptf("code length %d does not match the %d bytes left", n, len(r.b))
+	}
+	obj.Code = r.next(int(n))
+	if r.err != nil {
+		return k, Object{}, r.err
+	}
+	if len(obj.Kind) > MaxKindLen {
+		return k, Object{}, corruptf("kind of %d bytes is over %d", len(obj.Kind), MaxKindLen)
+	}
+	return k, obj, nil
+}
+
+func corruptf(format string, args ...any) error {
+	return fmt.Errorf("progcache: "+format+": %w", append(args, ErrCorrupt)...)
+}
+
+// reader parses little-endian fields, remembering the first error; every
+// length is checked against the bytes left before it is used.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) next(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(r.b) {
+		r.err = corruptf("field of %d bytes runs past the end (%d left)", n, len(r.b))
+		return nil
+	}
+	p := r.b[:n:n]
+	r.b = r.b[n:]
+	return p
+}
+
+func (r *reader) u16() uint16 {
+	if p := r.next(2); p != nil {
+		return binary.LittleEndian.Uint16(p)
+	}
+	return 0
+}
+
+func (r *reader) u32() uint32 {
+	if p := r.next(4); p != nil {
+		return binary.LittleEndian.Uint32(p)
+	}
+	return 0
+}
+
+func (r *reader) u64() uint64 {
+	if p := r.next(8); p != nil {
+		return binary.LittleEndian.Uint64(p)
+	}
+	return 0
+}
+
+func (r *reader) strMap() map[string]string {
+	n := r.u32()
+	if r.err != nil || n == 0 {
+		return nil
+	}
+	// Each entry takes at least 6 bytes, which bounds n by what is left
+	// before the map is allocated.
+	if n > MaxMapEntries || uint64(n)*6 > uint64(len(r.b)) {
+		r.err = corruptf("map of %d entries cannot fit in %d bytes", n, len(r.b))
+		return nil
+	}
+	m := make(map[string]string, n)
+	for range n {
+		k := string(r.next(int(r.u16())))
+		v := string(r.next(int(r.u32())))
+		if r.err != nil {
+			return nil
+		}
+		if _, dup := m[k]; dup {
+			r.err = corruptf("map name %.40q repeated", k)
+			return nil
+		}
+		m[k] = v
+	}
+	return m
+}

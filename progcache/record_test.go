@@ -1,0 +1,140 @@
+package progcache
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+func sampleObject() Object {
+	return Object{
+		Kind: "cubin", Name: "k.cu", Code: bytes.Repeat([]byte{0xC0, 0xDE}, 100),
+		Symbols:  map[string]string{"k": "_Z1kv", "add<int>": "_Z3addIiEvv"},
+		Metadata: map[string]string{"log": "", "arch": "sm_90"},
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	key := Key{1, 2, 3}
+	for _, tc := range []struct {
+		name string
+		opt  RecordOptions
+	}{
+		{"crc32c", RecordOptions{}},
+		{"blake2b mac", RecordOptions{MACKey: bytes.Repeat([]byte{7}, 32)}},
+		{"hmac-sha256", RecordOptions{MACKey: bytes.Repeat([]byte{7}, 16), FIPS: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, obj := range []Object{sampleObject(), {}, {Kind: "ptx", Code: []byte{}}} {
+				b, err := EncodeRecord(key, obj, tc.opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if int64(len(b)) != RecordSize(obj, tc.opt) {
+					t.Errorf("len %d != RecordSize %d", len(b), RecordSize(obj, tc.opt))
+				}
+				k, got, err := DecodeRecord(b, tc.opt)
+				if err != nil || k != key || !got.Equal(obj) {
+					t.Fatalf("round trip: key %v obj %+v err %v", k, got, err)
+				}
+			}
+		})
+	}
+}
+
+func TestRecordRejects(t *testing.T) {
+	key := Key{9}
+	mac := RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32)}
+	good, _ := EncodeRecord(key, sampleObject(), RecordOptions{})
+	goodMAC, _ := EncodeRecord(key, sampleObject(), mac)
+	otherMAC, _ := EncodeRecord(key, sampleObject(), RecordOptions{MACKey: bytes.Repeat([]byte{2}, 32)})
+	mut := func(b []byte, f func([]byte) []byte) []byte { return f(bytes.Clone(b)) }
+	cases := []struct {
+		name string
+		b    []byte
+		opt  RecordOptions
+	}{
+		{"empty", nil, RecordOptions{}},
+		{"truncated", good[:len(good)-1], RecordOptions{}},
+		{"half", good[:len(good)/2], RecordOptions{}},
+		{"bit flip", mut(good, func(b []byte) []byte { b[60] ^= 0x10; return b }), RecordOptions{}},
+		{"zero fill", make([]byte, len(good)), RecordOptions{}},
+		{"wrong magic", mut(good, func(b []byte) []byte { b[0] = 'X'; return b }), RecordOptions{}},
+		{"wrong version", mut(good, func(b []byte) []byte { b[4] = 99; return b }), RecordOptions{}},
+		{"unkeyed in keyed cache", good, mac},
+		{"keyed in unkeyed cache", goodMAC, RecordOptions{}},
+		{"other MAC key", otherMAC, mac},
+		{"mac bit flip", mut(goodMAC, func(b []byte) []byte { b[len(b)-40] ^= 1; return b }), mac},
+		{"foreign", []byte("#!/bin/sh\necho hello, this is not a cache entry at all\n"), RecordOptions{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, _, err := DecodeRecord(tc.b, tc.opt); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("DecodeRecord error = %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+func TestRecordBounds(t *testing.T) {
+	if _, err := EncodeRecord(Key{}, Object{Kind: string(make([]byte, MaxKindLen+1))}, RecordOptions{}); !errors.Is(err, ErrInvalidInput) {
+		t.Errorf("long kind: %v", err)
+	}
+	if _, err := EncodeRecord(Key{}, Object{}, RecordOptions{MACKey: []byte("short")}); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("short MAC key: %v", err)
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	good, _ := EncodeRecord(Key{1}, sampleObject(), RecordOptions{})
+	f.Add(good, false)
+	f.Add(good[:40], false)
+	f.Add([]byte("AKPC\x01\x01"), false)
+	f.Add([]byte{}, true)
+	macOpt := RecordOptions{MACKey: bytes.Repeat([]byte{3}, 32)}
+	goodMAC, _ := EncodeRecord(Key{2}, sampleObject(), macOpt)
+	f.Add(goodMAC, true)
+	f.Fuzz(func(t *testing.T, b []byte, useMAC bool) {
+		opt := RecordOptions{}
+		if useMAC {
+			opt = macOpt
+		}
+		k, obj, err := DecodeRecord(b, opt)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
+			}
+			return
+		}
+		// Whatever decodes must re-encode to a record that decodes equal.
+		b2, err := EncodeRecord(k, obj, opt)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		k2, obj2, err := DecodeRecord(b2, opt)
+		if err != nil || k2 != k || !obj2.Equal(obj) {
+			t.Fatalf("re-decode mismatch: %v", err)
+		}
+	})
+}
+
+func FuzzRecordRoundTrip(f *testing.F) {
+	f.Add([]byte{1}, "cubin", "k", []byte("code"), "sym", "mangled")
+	f.Add([]byte{}, "", "", []byte{}, "", "")
+	f.Fuzz(func(t *testing.T, kb []byte, kind, name string, code []byte, sk, sv string) {
+		var k Key
+		copy(k[:], kb)
+		obj := Object{Kind: kind, Name: name, Code: code, Symbols: map[string]string{sk: sv}, Metadata: map[string]string{sv: sk}}
+		b, err := EncodeRecord(k, obj, RecordOptions{})
+		if err != nil {
+			if !errors.Is(err, ErrInvalidInput) {
+				t.Fatalf("encode error %v", err)
+			}
+			return
+		}
+		k2, got, err := DecodeRecord(b, RecordOptions{})
+		if err != nil || k2 != k || !got.Equal(obj) {
+			t.Fatalf("round trip failed: %v", err)
+		}
+	})
+}
