@@ -1,6 +1,6 @@
 module github.com/accelkit/accelkit/bench
 
-go 1.26.0
+go 1.26
 
 require (
 	github.com/accelkit/accelkit/devalloc v0.0.0
@@ -16,8 +16,8 @@ require (
 	github.com/accelkit/accelkit/evpool v0.0.0 // indirect
 	github.com/google/renameio/v2 v2.0.2 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
-	golang.org/x/crypto v0.57.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/crypto v0.55.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 

@@ -9,9 +9,12 @@ require (
 	modernc.org/sqlite v1.61.1
 )
 
+require google.golang.org/protobuf v1.36.12 // indirect
+
 require (
 	github.com/accelkit/accelkit/devalloc v0.0.0 // indirect
 	github.com/accelkit/accelkit/evpool v0.0.0 // indirect
+	github.com/accelkit/accelkit/graphpass v0.0.0 // indirect
 	github.com/accelkit/accelkit/hostpin v0.0.0 // indirect
 	github.com/accelkit/accelkit/wrlru v0.0.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
@@ -38,3 +41,5 @@ replace (
 	github.com/accelkit/accelkit/progcache => ../../progcache
 	github.com/accelkit/accelkit/wrlru => ../../wrlru
 )
+
+replace github.com/accelkit/accelkit/graphpass => ../../graphpass
