@@ -1,0 +1,34 @@
+// Package hostpin is accelkit's pinned host memory layer: a caching
+// allocator of page-locked host buffers and a Stager that copies between
+// pageable Go memory and device memory through them.
+//
+// Asynchronous host<->device copies need page-locked memory outside the Go
+// heap (a driver.HostBuffer), and getting it from the driver is slow (0.8 ms
+// for 4 KiB, 123 ms for 256 MiB on an H100 machine), so Allocator caches it:
+//
+//	a, err := hostpin.New(dev, hostpin.Options{})
+//	buf, err := a.Alloc(n)                  // buf.Bytes() has length n
+//	err = dev.CopyHtoD(dst, buf.Bytes(), s) // async: reads buf later
+//	err = a.RecordStream(buf, s)            // reuse waits for the work on s
+//	err = a.Free(buf)
+//
+// Sizes round up to classes, four per power of two (at most 1.25x the
+// request); classes below 64 KiB are carved from shared 1 MiB slabs; above
+// 64 MiB sizes round to the page only. A freed buffer is reused only after
+// the work queued at Free time on the streams given to RecordStream has
+// completed (events from evpool). Idle bytes are capped (2 GiB), EmptyCache
+// returns idle memory to the driver, and Options.Disabled passes every call
+// through for A/B runs.
+//
+// Stager copies ordinary Go slices: the host copy of one chunk (split over
+// workers) overlaps the DMA of the previous ones, every call owns its job
+// state so any number of goroutines may copy at once, and copies below
+// 64 KiB use the driver's synchronous copies directly:
+//
+//	sg := hostpin.NewStager(a, hostpin.StagerOptions{})
+//	err = sg.CopyHtoD(ctx, dst, src, s) // returns once src may be reused
+//	err = sg.CopyDtoH(ctx, out, dst, s) // returns once out is filled
+//
+// Allocator and Stager are safe for concurrent use. The package takes a
+// driver.Device and never opens a backend itself.
+package hostpin

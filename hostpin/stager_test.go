@@ -1,0 +1,511 @@
+package hostpin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/sim"
+)
+
+// patternBase is random bytes that pattern slices; made once, because
+// generating 64 MiB byte by byte under -race takes seconds.
+var patternBase = sync.OnceValue(func() []byte {
+	b := make([]byte, 64<<20+1<<20)
+	rand.NewChaCha8([32]byte{'h', 'o', 's', 't', 'p', 'i', 'n'}).Read(b)
+	return b
+})
+
+// pattern returns n bytes (n <= 64 MiB) that differ with seed and
+// position, so a chunk landing at the wrong offset or from the wrong call is
+// caught. The result is shared: read only.
+func pattern(n int, seed uint32) []byte {
+	base := patternBase()
+	off := int(seed*4099) % (len(base) - n + 1)
+	return base[off : off+n : off+n]
+}
+
+func devMalloc(t testing.TB, dev driver.Device, n int) driver.Ptr {
+	t.Helper()
+	p, err := dev.Malloc(uint64(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Free(p) })
+	return p
+}
+
+func newStream(t testing.TB, dev driver.Device) driver.Stream {
+	t.Helper()
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Destroy() })
+	return s
+}
+
+// roundTrip stages src up and back down, and checks each direction
+// against the driver's own synchronous copy.
+func roundTrip(t *testing.T, sg *Stager, dev driver.Device, st driver.Stream, dptr driver.Ptr, src []byte) {
+	t.Helper()
+	ctx := context.Background()
+	n := len(src)
+	if err := sg.CopyHtoD(ctx, dptr, src, st); err != nil {
+		t.Fatalf("CopyHtoD(%d): %v", n, err)
+	}
+	if err := st.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	check := make([]byte, n)
+	if err := dev.CopyDtoHSync(check, dptr); err != nil {
+		t.Fatal(err)
+	}
+	if i := firstDiff(check, src); i >= 0 {
+		t.Fatalf("CopyHtoD(%d): device differs at byte %d", n, i)
+	}
+	// Down: overwrite the device copy with other data through the driver,
+	// then stage it back.
+	want := pattern(n, uint32(n)^0x9e3779b9)
+	if err := dev.CopyHtoDSync(dptr, want); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, n)
+	if err := sg.CopyDtoH(ctx, got, dptr, st); err != nil {
+		t.Fatalf("CopyDtoH(%d): %v", n, err)
+	}
+	if i := firstDiff(got, want); i >= 0 {
+		t.Fatalf("CopyDtoH(%d): host differs at byte %d", n, i)
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	if bytes.Equal(a, b) {
+		return -1
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return len(a)
+}
+
+func TestRoundTripSizes(t *testing.T) {
+	dev, _ := newDevice(t)
+	a := newAlloc(t, dev, Options{})
+	st := newStream(t, dev)
+	const chunk = 96<<10 + 7 // odd, so chunks straddle pages and classes
+	small := NewStager(a, StagerOptions{ChunkSize: chunk, Workers: 3})
+	def := NewStager(a, StagerOptions{})
+	const th = defaultDirectThreshold
+	sizes := []int{1, 2, 3, 7, 255, 4095, 4096, 4097, th - 1, th, th + 1, 1<<20 + 13, 7<<20 + 333, 64 << 20}
+	for _, k := range []int{1, 2, 3, 4, 7} {
+		sizes = append(sizes, k*chunk-1, k*chunk, k*chunk+1)
+	}
+	dptr := devMalloc(t, dev, 64<<20)
+	for i, n := range sizes {
+		t.Run(fmt.Sprintf("chunk%d/%d", chunk, n), func(t *testing.T) {
+			roundTrip(t, small, dev, st, dptr, pattern(n, uint32(i)))
+		})
+	}
+	const dc = defaultChunkSize
+	for i, n := range []int{th - 1, th, dc - 1, dc, dc + 1, 3*dc + 5, 64 << 20} {
+		t.Run(fmt.Sprintf("default/%d", n), func(t *testing.T) {
+			roundTrip(t, def, dev, st, dptr, pattern(n, uint32(100+i)))
+		})
+	}
+	if s := a.Stats(); s.BytesInUse != 0 {
+		t.Errorf("chunks not returned: %+v", s)
+	}
+}
+
+// TestRoundTripEverySmallSize stages every size from 1 to 2 KiB through
+// tiny odd chunks (and, for the same sizes, the direct path).
+func TestRoundTripEverySmallSize(t *testing.T) {
+	dev, _ := newDevice(t)
+	a := newAlloc(t, dev, Options{})
+	st := newStream(t, dev)
+	staged := NewStager(a, StagerOptions{ChunkSize: 61, DirectThreshold: -1, InFlight: 2})
+	direct := NewStager(a, StagerOptions{})
+	dptr := devMalloc(t, dev, 2048)
+	for n := 1; n <= 2048; n++ {
+		roundTrip(t, staged, dev, st, dptr, pattern(n, uint32(n)))
+		if n%7 == 0 {
+			roundTrip(t, direct, dev, st, dptr, pattern(n, uint32(n+5000)))
+		}
+	}
+}
+
+// waitCopies is the barrier of the concurrency tests: it returns once the
+// device has accepted want more copies than at base. A call whose stream is
+// gated issues its first InFlight chunk copies and then blocks waiting for
+// the first, so when every call's copies are in, every call is inside
+// CopyHtoD/CopyDtoH at the same time.
+func waitCopies(sd *sim.Device, base, want uint64, failed func() bool) {
+	for sd.Stats().Copies-base < want && !failed() {
+		runtime.Gosched()
+	}
+}
+
+// TestConcurrentStaging runs 16 staged copies at once, each with its own
+// pattern, device range and gated stream; gates open only when all 16 are
+// inside their calls. Then the same the other way.
+func TestConcurrentStaging(t *testing.T) {
+	dev, sd := newDevice(t)
+	a := newAlloc(t, dev, Options{})
+	const (
+		calls  = 16
+		chunk  = 64 << 10
+		n      = 10*chunk + 123 // more chunks than InFlight, so calls block on the gate
+		inFlit = 3
+	)
+	sg := NewStager(a, StagerOptions{ChunkSize: chunk, Workers: 2, InFlight: inFlit})
+	dptr := devMalloc(t, dev, calls*n)
+	streams := make([]driver.Stream, calls)
+	opens := make([]func(), calls)
+	srcs := make([][]byte, calls)
+	for i := range streams {
+		streams[i] = newStream(t, dev)
+		srcs[i] = pattern(n, uint32(1000+i))
+	}
+	gateAll := func() {
+		for i := range streams {
+			var err error
+			if opens[i], err = sd.Gate(streams[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run := func(call func(i int) error) {
+		var failed atomic.Bool
+		base := sd.Stats().Copies
+		var wg sync.WaitGroup
+		errs := make([]error, calls)
+		for i := 0; i < calls; i++ {
+			wg.Go(func() {
+				errs[i] = call(i)
+				if errs[i] != nil {
+					failed.Store(true)
+				}
+			})
+		}
+		waitCopies(sd, base, calls*inFlit, failed.Load)
+		for _, open := range opens {
+			open()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("call %d: %v", i, err)
+			}
+		}
+	}
+
+	gateAll()
+	run(func(i int) error {
+		return sg.CopyHtoD(context.Background(), dptr+driver.Ptr(i*n), srcs[i], streams[i])
+	})
+	if err := dev.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range srcs {
+		got := make([]byte, n)
+		if err := dev.CopyDtoHSync(got, dptr+driver.Ptr(i*n)); err != nil {
+			t.Fatal(err)
+		}
+		if d := firstDiff(got, srcs[i]); d >= 0 {
+			t.Fatalf("CopyHtoD call %d: device range differs at byte %d", i, d)
+		}
+	}
+
+	// Down: each range holds its pattern; 16 staged reads at once.
+	gateAll()
+	dsts := make([][]byte, calls)
+	run(func(i int) error {
+		dsts[i] = make([]byte, n)
+		return sg.CopyDtoH(context.Background(), dsts[i], dptr+driver.Ptr(i*n), streams[i])
+	})
+	for i := range dsts {
+		if d := firstDiff(dsts[i], srcs[i]); d >= 0 {
+			t.Fatalf("CopyDtoH call %d: differs at byte %d", i, d)
+		}
+	}
+}
+
+// TestCallsDoNotShareJobState is the MUSA plugin's bug: its stager kept one
+// job slot, so a second copy overwrote the pinned chunks of a first one
+// whose DMAs had not run yet. Here call A is held inside CopyHtoD by a
+// gated stream with its chunks filled and queued; call B, with other data,
+// runs to completion on another stream of the same Stager; then A's gate
+// opens. Both destinations must hold their own data.
+func TestCallsDoNotShareJobState(t *testing.T) {
+	dev, sd := newDevice(t)
+	a := newAlloc(t, dev, Options{})
+	const chunk = 64 << 10
+	for _, tc := range []struct {
+		name string
+		n    int // A's size; at most InFlight chunks, A returns before its DMAs run
+	}{
+		{"A blocked inside the call", 8*chunk + 5},
+		{"A returned with DMAs queued", 2*chunk - 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sg := NewStager(a, StagerOptions{ChunkSize: chunk, Workers: 2, InFlight: 2})
+			stA, stB := newStream(t, dev), newStream(t, dev)
+			dA, dB := devMalloc(t, dev, tc.n), devMalloc(t, dev, tc.n)
+			srcA, srcB := pattern(tc.n, 1), pattern(tc.n, 2)
+			open, err := sd.Gate(stA)
+			if err != nil {
+				t.Fatal(err)
+			}
+			base := sd.Stats().Copies
+			done := make(chan error, 1)
+			go func() { done <- sg.CopyHtoD(context.Background(), dA, srcA, stA) }()
+			waitCopies(sd, base, 2, func() bool { return false })
+			if err := sg.CopyHtoD(context.Background(), dB, srcB, stB); err != nil {
+				t.Fatal(err)
+			}
+			if err := stB.Synchronize(); err != nil {
+				t.Fatal(err)
+			}
+			open()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if err := stA.Synchronize(); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				name string
+				p    driver.Ptr
+				want []byte
+			}{{"A", dA, srcA}, {"B", dB, srcB}} {
+				got := make([]byte, tc.n)
+				if err := dev.CopyDtoHSync(got, c.p); err != nil {
+					t.Fatal(err)
+				}
+				if d := firstDiff(got, c.want); d >= 0 {
+					t.Errorf("call %s: device data differs at byte %d (chunk %d)", c.name, d, d/chunk)
+				}
+			}
+		})
+	}
+}
+
+// cancelAfter is a context whose Err turns to Canceled after n checks, so a
+// test cancels between two chunks without timing.
+type cancelAfter struct {
+	context.Context
+	n atomic.Int64
+}
+
+func (c *cancelAfter) Err() error {
+	if c.n.Add(-1) < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+func TestCancel(t *testing.T) {
+	dev, sd := newDevice(t)
+	a := newAlloc(t, dev, Options{})
+	st := newStream(t, dev)
+	const chunk = 64 << 10
+	sg := NewStager(a, StagerOptions{ChunkSize: chunk, Workers: 1})
+	const n = 20 * chunk
+	dptr := devMalloc(t, dev, n)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	copies := sd.Stats().Copies
+	if err := sg.CopyHtoD(ctx, dptr, make([]byte, n), st); err != context.Canceled {
+		t.Errorf("CopyHtoD with a cancelled context = %v, want context.Canceled", err)
+	}
+	if err := sg.CopyDtoH(ctx, make([]byte, n), dptr, st); err != context.Canceled {
+		t.Errorf("CopyDtoH with a cancelled context = %v, want context.Canceled", err)
+	}
+	if sd.Stats().Copies != copies {
+		t.Error("a cancelled call issued copies")
+	}
+
+	if err := dev.CopyHtoDSync(dptr, make([]byte, n)); err != nil {
+		t.Fatal(err)
+	}
+	src := pattern(n, 9)
+	// Checks: 1 at the start, then one per chunk: 5 chunks are issued.
+	c := &cancelAfter{Context: context.Background()}
+	c.n.Store(1 + 5)
+	if err := sg.CopyHtoD(c, dptr, src, st); err != context.Canceled {
+		t.Fatalf("CopyHtoD cancelled midway = %v, want context.Canceled", err)
+	}
+	if done, err := st.Query(); !done || err != nil {
+		t.Errorf("after a cancelled CopyHtoD the stream is busy (%v) or failed (%v): in-flight chunks not waited for", !done, err)
+	}
+	got := make([]byte, n)
+	if err := dev.CopyDtoHSync(got, dptr); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got[:5*chunk], src[:5*chunk]) || !bytes.Equal(got[5*chunk:], make([]byte, n-5*chunk)) {
+		t.Error("cancelled CopyHtoD: want exactly the first 5 chunks copied")
+	}
+
+	c.n.Store(1 + 3)
+	dst := make([]byte, n)
+	if err := sg.CopyDtoH(c, dst, dptr, st); err != context.Canceled {
+		t.Fatalf("CopyDtoH cancelled midway = %v, want context.Canceled", err)
+	}
+	if done, err := st.Query(); !done || err != nil {
+		t.Errorf("after a cancelled CopyDtoH the stream is busy (%v) or failed (%v)", !done, err)
+	}
+	if s := a.Stats(); s.BytesInUse != 0 {
+		t.Errorf("cancelled calls kept chunks: %+v", s)
+	}
+}
+
+func TestStagerErrors(t *testing.T) {
+	dev, sd := newDevice(t)
+	a := newAlloc(t, dev, Options{})
+	const chunk = 64 << 10
+	sg := NewStager(a, StagerOptions{ChunkSize: chunk})
+	ctx := context.Background()
+	dptr := devMalloc(t, dev, 8*chunk)
+	buf := make([]byte, 8*chunk)
+
+	if err := sg.CopyHtoD(ctx, dptr, buf, nil); !errors.Is(err, driver.ErrInvalidValue) {
+		t.Errorf("nil stream: %v", err)
+	}
+	if err := sg.CopyHtoD(ctx, dptr, nil, dev.DefaultStream()); err != nil {
+		t.Errorf("empty copy: %v", err)
+	}
+	// Out of the device range: the driver's error surfaces, direct and staged.
+	for _, c := range []struct{ off, n int }{{8*chunk - 100, 1000}, {4 * chunk, 8 * chunk}} {
+		st := newStream(t, dev)
+		err := sg.CopyHtoD(ctx, dptr+driver.Ptr(c.off), make([]byte, c.n), st)
+		if err == nil {
+			err = st.Synchronize()
+		}
+		if err == nil {
+			t.Errorf("CopyHtoD of %d bytes at offset %d of a %d-byte allocation: no error", c.n, c.off, 8*chunk)
+		}
+		st = newStream(t, dev)
+		if err := sg.CopyDtoH(ctx, make([]byte, c.n), dptr+driver.Ptr(c.off), st); err == nil {
+			t.Errorf("CopyDtoH of %d bytes at offset %d of a %d-byte allocation: no error", c.n, c.off, 8*chunk)
+		}
+	}
+	// A failing stream: the sticky error surfaces, wrapped.
+	for _, dir := range []string{"HtoD", "DtoH"} {
+		st := newStream(t, dev)
+		sd.FailStream(st)
+		var err error
+		if dir == "HtoD" {
+			err = sg.CopyHtoD(ctx, dptr, buf, st)
+			if err == nil { // the failure may show only after the call
+				err = st.Synchronize()
+			}
+		} else {
+			err = sg.CopyDtoH(ctx, buf, dptr, st)
+		}
+		if !errors.Is(err, sim.ErrInjected) {
+			t.Errorf("%s on a failed stream: %v, want the injected failure", dir, err)
+		}
+	}
+	if s := a.Stats(); s.BytesInUse != 0 {
+		t.Errorf("failed calls kept chunks: %+v", s)
+	}
+}
+
+// TestStagerFaultInjection: with 20% of driver calls failing, every call
+// either fails with the injected error or copies exactly; afterwards the
+// allocator is consistent and copies work.
+func TestStagerFaultInjection(t *testing.T) {
+	dev, sd := newDevice(t)
+	a := newAlloc(t, dev, Options{})
+	const chunk = 32 << 10
+	sg := NewStager(a, StagerOptions{ChunkSize: chunk, Workers: 2})
+	const n = 5*chunk + 77
+	dptr := devMalloc(t, dev, n)
+	ctx := context.Background()
+	var streams []driver.Stream
+	failures := 0
+	sd.SetFaultRate(42, 0.02)
+	for i := 0; i < 60; i++ {
+		st, err := dev.NewStream()
+		if err != nil {
+			failures++
+			continue
+		}
+		streams = append(streams, st)
+		src := pattern(n, uint32(i))
+		err = sg.CopyHtoD(ctx, dptr, src, st)
+		if err == nil {
+			err = st.Synchronize()
+		}
+		if err == nil {
+			got := make([]byte, n)
+			err = sg.CopyDtoH(ctx, got, dptr, st)
+			if err == nil && !bytes.Equal(got, src) {
+				t.Fatalf("iteration %d: round trip succeeded with wrong data", i)
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, sim.ErrInjected) {
+				t.Fatalf("iteration %d: %v, want an injected failure", i, err)
+			}
+			failures++
+		}
+	}
+	sd.SetFaultRate(0, 0)
+	if failures == 0 || failures == 60 {
+		t.Fatalf("fault injection failed %d of 60 iterations; want some to fail and some to pass", failures)
+	}
+	for _, st := range streams {
+		st.Synchronize()
+	}
+	a.Poll()
+	if s := a.Stats(); s.BytesInUse != 0 || s.BytesPending != 0 {
+		t.Errorf("after faults: %+v", s)
+	}
+	st := newStream(t, dev)
+	roundTrip(t, sg, dev, st, dptr, pattern(n, 77))
+	for _, st := range streams {
+		st.Destroy()
+	}
+	t.Logf("%d of 60 iterations failed by injection", failures)
+}
+
+func TestStagerOptions(t *testing.T) {
+	dev, _ := newDevice(t)
+	a := newAlloc(t, dev, Options{})
+	o := NewStager(a, StagerOptions{}).Options()
+	if o.ChunkSize != 4<<20 || o.DirectThreshold != 64<<10 || o.InFlight != 3 || o.Workers < 1 || o.Workers > 8 {
+		t.Errorf("defaults: %+v", o)
+	}
+	o = NewStager(a, StagerOptions{ChunkSize: -1, Workers: -1, InFlight: 1, DirectThreshold: -1}).Options()
+	if o.ChunkSize != 4<<20 || o.InFlight != 2 || o.Workers < 1 || o.DirectThreshold != -1 {
+		t.Errorf("clamped: %+v", o)
+	}
+}
+
+func TestHostCopy(t *testing.T) {
+	dev, _ := newDevice(t)
+	a := newAlloc(t, dev, Options{})
+	for _, w := range []int{1, 2, 3, 8} {
+		sg := NewStager(a, StagerOptions{Workers: w})
+		for _, n := range []int{0, 1, minPart - 1, 2*minPart + 1, 8*minPart + 63, 3 << 20} {
+			src := pattern(n, uint32(n))
+			dst := make([]byte, n)
+			sg.hostCopy(dst, src)
+			if !bytes.Equal(dst, src) {
+				t.Errorf("hostCopy with %d workers, %d bytes: wrong", w, n)
+			}
+		}
+	}
+}
