@@ -1,0 +1,1162 @@
+package devalloc
+
+// A caching device allocator with the behaviour of PyTorch's
+// CUDACachingAllocator, rebuilt for Go and for any driver.Device.
+//
+// - Every request is rounded up: to kMinBlockSize (512 B) multiples, or,
+//   with roundup_power2_divisions, to the next of N equal divisions of the
+//   power-of-two interval the size falls in (fewer distinct sizes, more
+//   reuse, at some internal waste).
+// - Rounded requests of at most kSmallSize (1 MiB) come from the small pool,
+//   whose segments are kSmallBuffer (2 MiB); larger ones from the large
+//   pool. Large requests under kMinLargeAlloc (10 MiB) get a kLargeBuffer
+//   (20 MiB) segment so that several of them share one driver allocation;
+//   larger requests get a segment of their own rounded to kRoundLarge
+//   (2 MiB). Fewer, bigger driver calls: cudaMalloc costs ~45 us on an H100.
+// - Blocks belong to the stream they were allocated on and are cached per
+//   (stream, pool). Reusing a block on its own stream needs no
+//   synchronisation: the stream runs in order, so work queued by the next
+//   owner starts after work queued by the previous one.
+// - A free set is ordered by (size, address); the allocator takes the
+//   smallest block that fits (best fit) and splits it when the remainder is
+//   worth keeping: >= 512 B in the small pool, > 1 MiB in the large pool (a
+//   smaller large-pool remainder would only fragment). Freed blocks merge
+//   with free neighbours of the same segment.
+// - max_split_size: blocks at least that large are "oversize": never split,
+//   and never handed to requests below the limit (which would waste most of
+//   them). An oversize request may reuse an oversize block at most
+//   max_non_split_rounding (default 20 MiB) larger than itself.
+// - RecordStream(p, s) notes that s uses the block. It records nothing at
+//   that time: at Free, an event is recorded on every noted stream other
+//   than the owner (so work queued on s after the free never delays reuse)
+//   and the block stays "pending free" until those events complete
+//   (evpool.Deferred). Pending frees are polled at each Alloc and by
+//   ProcessEvents.
+// - With cross_stream_reuse, a stream whose pool has no fit may take a
+//   fitting free block cached for another stream: the allocator records an
+//   event on the giver stream (covering all work queued before the free)
+//   and makes the taker wait on it, with no host synchronisation. The block
+//   stays in the giver's segment; at Free the taker's stream is treated as
+//   a noted stream.
+// - When the device is out of memory (or the limit is reached): complete
+//   every pending free (host synchronisation), release every cached whole
+//   segment, retry once; then fail with an *OOMError that says where the
+//   memory is and what to try.
+// - garbage_collection_threshold: before growing, when reserved memory
+//   would pass that fraction of the limit, release cached whole segments,
+//   the ones freed longest ago (in allocator misses) first.
+// - expandable_segments on a driver.VMM device: one reserved virtual range
+//   per (stream, pool), grown by mapping granularity pages at its end in
+//   one batch (one SetAccess per growth, since SetAccess dominates the cost
+//   on CUDA), so a freed tail and a new request merge and fragmentation
+//   stays near zero. EmptyCache and the OOM path unmap free whole pages at
+//   the end of each range. Devices without VMM fall back to plain segments
+//   and Stats says so.
+//
+// Concurrency. The state is split so that streams and frees do not
+// serialise on one lock:
+//   - freeSet.mu (one per (stream, pool)) guards that set's free blocks and
+//     every block and segment of its segments: states, sizes, neighbour
+//     links. A block is taken from the free set and committed as allocated
+//     (including its entry in the pointer map) in one critical section.
+//   - shard.mu (64 shards by address) guards the pointer -> block map and
+//     the noted streams of live blocks.
+//   - statsMu guards the counters; every change of a block's state and the
+//     matching counter change happen under the same freeSet lock, so a
+//     Snapshot that holds every lock sees blocks and stats agree.
+//   - history.mu guards the trace ring buffer.
+//   - setsMu serialises creating a freeSet and Snapshot; lookups read an
+//     atomically published map.
+// Lock order: setsMu -> freeSet.mu (in creation order; at most one held,
+// except by Snapshot, which takes them all in that order) -> shard.mu ->
+// statsMu -> history.mu. Driver calls (Malloc, Free, VMM) may be made under
+// one freeSet.mu; event callbacks (evpool.Deferred) run with no allocator
+// lock held.
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"math/bits"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/evpool"
+)
+
+// Sizes, named as in PyTorch, with their reasons.
+const (
+	// kMinBlockSize: every size is a multiple of it; alignment for any
+	// element type and vectorised access, and the smallest useful split.
+	kMinBlockSize = 512
+	// kSmallSize: requests up to 1 MiB are "small" and share 2 MiB segments.
+	kSmallSize = 1 << 20
+	// kSmallBuffer: the small pool's segment size.
+	kSmallBuffer = 2 << 20
+	// kLargeBuffer: segment size for large requests under kMinLargeAlloc, so
+	// that several 1-10 MiB tensors share one driver allocation.
+	kLargeBuffer = 20 << 20
+	// kMinLargeAlloc: from here on a request gets a segment of its own.
+	kMinLargeAlloc = 10 << 20
+	// kRoundLarge: rounding of those own segments (the driver's page size).
+	kRoundLarge = 2 << 20
+	// maxRequest: larger requests are refused as bad input rather than
+	// sent to the driver: no device has a petabyte, and the rounding
+	// arithmetic stays far from overflow.
+	maxRequest = 1 << 50
+	// numShards of the pointer map: enough that 8-16 goroutines rarely
+	// meet on one shard lock; a power of two so the index is a shift.
+	numShards = 64
+)
+
+// ErrClosed is returned by every method after Close.
+var ErrClosed = fmt.Errorf("devalloc: allocator closed: %w", driver.ErrClosed)
+
+type blockState uint8
+
+const (
+	stateFree blockState = iota
+	stateAllocated
+	statePendingFree // freed by the caller, waiting for noted streams
+)
+
+// block is a piece of a segment. Guarded by its segment's freeSet.mu,
+// except uses (shard.mu while the block is in the pointer map).
+type block struct {
+	ptr         driver.Ptr
+	size        uint64
+	requested   uint64
+	seg         *segment // nil for passthrough allocations
+	prev, next  *block
+	state       blockState
+	allocStream driver.Stream
+	uses        []driver.Stream
+	freedAt     uint64 // allocator clock (misses) when last freed, for GC
+}
+
+// segment is one driver allocation, or one expandable virtual range.
+type segment struct {
+	ptr        driver.Ptr
+	size       uint64 // bytes backed by memory (mapped bytes if expandable)
+	set        *freeSet
+	head, tail *block
+	exp        *expandable
+}
+
+type setKey struct {
+	stream uint64
+	small  bool
+}
+
+// freeSet is the cache of one (stream, pool). Its mu guards everything in
+// it and every block of its segments (see the note at the top).
+type freeSet struct {
+	mu     sync.Mutex
+	idx    int // position in lock order
+	stream driver.Stream
+	small  bool
+	free   blockSet
+	segs   map[*segment]struct{}
+	exp    *segment // the expandable range, if any
+}
+
+type shard struct {
+	mu sync.Mutex
+	m  map[driver.Ptr]*block
+	_  [40]byte // keep neighbouring shard locks off one cache line
+}
+
+// Allocator is a caching device allocator for one device. It is safe for
+// concurrent use by any number of goroutines, except Close, which must not
+// run concurrently with other calls.
+//
+// Locking rule (detailed in the note at the top of allocator.go): one
+// mutex per (stream, pool) free set guards its blocks and segments; a
+// sharded map guards pointer lookups; statsMu and the history lock are
+// leaves. Lock order: setsMu -> freeSet.mu (creation order) -> shard.mu ->
+// statsMu -> history.mu.
+type Allocator struct {
+	dev         driver.Device
+	cfg         Config
+	passthrough bool
+	vmm         driver.VMM // non-nil when expandable segments are in use
+	gran        uint64
+	expFallback bool // expandable segments asked for, device lacks VMM
+	maxSplit    uint64
+	maxNonSplit uint64
+	total       uint64
+
+	evs *evpool.Pool
+	def *evpool.Deferred
+
+	setsMu  sync.Mutex
+	sets    atomic.Pointer[map[setKey]*freeSet]
+	setList atomic.Pointer[[]*freeSet] // creation order
+
+	shards [numShards]shard
+
+	statsMu sync.Mutex
+	st      counters
+
+	reserved atomic.Uint64 // bytes reserved from the device (limit accounting)
+	limit    atomic.Uint64 // 0: no limit
+	clock    atomic.Uint64 // allocator misses so far: the GC's notion of age
+	pending  atomic.Int64  // frees deferred and not yet completed: Alloc polls only when > 0
+
+	hist    *history
+	lastOOM atomic.Pointer[string]
+	closed  atomic.Bool
+
+	snapWritten func() // test hook: called after each signal snapshot
+}
+
+// New returns an allocator for dev. It fails on an invalid cfg.
+func New(dev driver.Device, cfg Config) (*Allocator, error) {
+	if dev == nil {
+		return nil, fmt.Errorf("devalloc: nil device: %w", driver.ErrInvalidValue)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	_, total, err := dev.MemInfo()
+	if err != nil {
+		return nil, fmt.Errorf("devalloc: device %d: meminfo: %w", dev.Ordinal(), err)
+	}
+	a := &Allocator{
+		dev:         dev,
+		cfg:         cfg,
+		passthrough: cfg.Backend == BackendPassthrough,
+		maxSplit:    cfg.MaxSplitSize,
+		maxNonSplit: cfg.MaxNonSplitRounding,
+		total:       total,
+	}
+	if a.maxNonSplit == 0 {
+		a.maxNonSplit = kLargeBuffer
+	}
+	if cfg.ExpandableSegments && !a.passthrough {
+		if v, ok := driver.AsVMM(dev); ok && v.Granularity() > 0 && v.Granularity()&(v.Granularity()-1) == 0 {
+			a.vmm, a.gran = v, v.Granularity()
+		} else {
+			a.expFallback = true
+		}
+	}
+	a.evs = evpool.NewPool(dev)
+	a.def = evpool.NewDeferred(a.evs)
+	for i := range a.shards {
+		a.shards[i].m = map[driver.Ptr]*block{}
+	}
+	empty := map[setKey]*freeSet{}
+	a.sets.Store(&empty)
+	a.setList.Store(&[]*freeSet{})
+	if cfg.HistoryEntries > 0 {
+		a.hist = newHistory(cfg.HistoryEntries, cfg.HistoryStacks)
+	}
+	return a, nil
+}
+
+// Device returns the allocator's device.
+func (a *Allocator) Device() driver.Device { return a.dev }
+
+// Config returns the configuration the allocator was created with.
+func (a *Allocator) Config() Config { return a.cfg }
+
+func (a *Allocator) shard(p driver.Ptr) *shard {
+	return &a.shards[(uint64(p)>>9*0x9E3779B97F4A7C15)>>(64-6)]
+}
+
+func (a *Allocator) checkStream(s driver.Stream, op string) error {
+	if s == nil {
+		return fmt.Errorf("devalloc: %s: nil stream: %w", op, driver.ErrInvalidValue)
+	}
+	if s.Device() != a.dev {
+		return fmt.Errorf("devalloc: %s: stream %d belongs to another device, not device %d: %w", op, s.ID(), a.dev.Ordinal(), driver.ErrInvalidValue)
+	}
+	return nil
+}
+
+// roundSize is PyTorch's round_size.
+func (a *Allocator) roundSize(size uint64) uint64 {
+	if size < kMinBlockSize {
+		return kMinBlockSize
+	}
+	if d := a.divisions(size); d > 1 && size > kMinBlockSize*d {
+		return roundupPower2Division(size, d)
+	}
+	return (size + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize
+}
+
+func (a *Allocator) divisions(size uint64) uint64 {
+	idx := bits.Len64(size) - 1 - 20 // intervals start at 1 MiB
+	idx = max(0, min(idx, RoundupIntervals-1))
+	return a.cfg.RoundupPower2Divisions[idx]
+}
+
+// roundupPower2Division rounds size up to the next of d equal steps between
+// the powers of two around it.
+func roundupPower2Division(size, d uint64) uint64 {
+	if size&(size-1) == 0 {
+		return size
+	}
+	floor := uint64(1) << (bits.Len64(size) - 1)
+	step := floor >> (bits.Len64(d) - 1)
+	if step == 0 {
+		return floor << 1
+	}
+	r := size &^ (step - 1)
+	if r == size {
+		return size
+	}
+	return r + step
+}
+
+// allocationSize is PyTorch's get_allocation_size: the segment to create
+// for a rounded request.
+func allocationSize(rsize uint64) uint64 {
+	switch {
+	case rsize <= kSmallSize:
+		return kSmallBuffer
+	case rsize < kMinLargeAlloc:
+		return kLargeBuffer
+	}
+	return (rsize + kRoundLarge - 1) / kRoundLarge * kRoundLarge
+}
+
+func poolIdx(small bool) int {
+	if small {
+		return poolSmall
+	}
+	return poolLarge
+}
+
+// setFor returns the free set of (s, pool), creating it on first use.
+func (a *Allocator) setFor(s driver.Stream, small bool) *freeSet {
+	k := setKey{s.ID(), small}
+	if fs := (*a.sets.Load())[k]; fs != nil {
+		return fs
+	}
+	a.setsMu.Lock()
+	defer a.setsMu.Unlock()
+	old := *a.sets.Load()
+	if fs := old[k]; fs != nil {
+		return fs
+	}
+	list := *a.setList.Load()
+	fs := &freeSet{idx: len(list), stream: s, small: small, segs: map[*segment]struct{}{}}
+	m := maps.Clone(old)
+	m[k] = fs
+	a.sets.Store(&m)
+	nl := append(slices.Clip(list), fs)
+	a.setList.Store(&nl)
+	return fs
+}
+
+// Alloc returns size bytes of device memory for use on stream s. The block
+// may be reused for other requests on s as soon as it is freed; to use it
+// on another stream too, call RecordStream. Alloc(0, s) returns (0, nil).
+// Errors: a nil stream or one of another device, a size over 1 PiB
+// (driver.ErrInvalidValue), *OOMError when memory is exhausted.
+func (a *Allocator) Alloc(size uint64, s driver.Stream) (driver.Ptr, error) {
+	if size == 0 {
+		return 0, nil
+	}
+	if err := a.checkStream(s, "alloc"); err != nil {
+		return 0, err
+	}
+	if size > maxRequest {
+		return 0, errSize(size)
+	}
+	if a.closed.Load() {
+		return 0, ErrClosed
+	}
+	if a.passthrough {
+		return a.allocPassthrough(size, s)
+	}
+	if a.pending.Load() > 0 {
+		a.def.Poll()
+	}
+	rsize := a.roundSize(size)
+	small := rsize <= kSmallSize
+	fs := a.setFor(s, small)
+	fs.mu.Lock()
+	b := a.takeLocked(fs, rsize, size, s)
+	fs.mu.Unlock()
+	if b != nil {
+		return b.ptr, nil
+	}
+	return a.allocSlow(fs, rsize, size, s)
+}
+
+func (a *Allocator) allocSlow(fs *freeSet, rsize, size uint64, s driver.Stream) (driver.Ptr, error) {
+	a.clock.Add(1)
+	if a.cfg.CrossStreamReuse {
+		if b := a.takeCross(fs, rsize, size, s); b != nil {
+			return b.ptr, nil
+		}
+	}
+	if a.cfg.GarbageCollectionThreshold > 0 {
+		need := rsize
+		if a.vmm == nil {
+			need = allocationSize(rsize)
+		}
+		a.garbageCollect(need)
+	}
+	b, err := a.takeOrGrow(fs, rsize, size, s)
+	if err == nil {
+		return b.ptr, nil
+	}
+	if !errors.Is(err, driver.ErrOutOfMemory) {
+		return 0, fmt.Errorf("devalloc: alloc %d bytes on stream %d: %w", size, s.ID(), err)
+	}
+	// Out of memory: complete pending frees, release every cached whole
+	// segment, and retry once.
+	a.count(func(c *counters) { c.numAllocRetries++ })
+	a.releaseAll()
+	b, err = a.takeOrGrow(fs, rsize, size, s)
+	if err == nil {
+		return b.ptr, nil
+	}
+	if !errors.Is(err, driver.ErrOutOfMemory) {
+		return 0, fmt.Errorf("devalloc: alloc %d bytes on stream %d: %w", size, s.ID(), err)
+	}
+	return 0, a.oom(size, rsize, s, err)
+}
+
+func (a *Allocator) takeOrGrow(fs *freeSet, rsize, size uint64, s driver.Stream) (*block, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if b := a.takeLocked(fs, rsize, size, s); b != nil {
+		return b, nil
+	}
+	if a.vmm != nil {
+		return a.growExpandableLocked(fs, rsize, size, s)
+	}
+	return a.growLocked(fs, rsize, size, s)
+}
+
+// fitsLocked applies the oversize rules to a candidate block.
+func (a *Allocator) fits(b *block, rsize uint64) bool {
+	if a.maxSplit == 0 {
+		return true
+	}
+	if rsize < a.maxSplit && b.size >= a.maxSplit {
+		return false // do not hand an oversize block to a small request
+	}
+	if rsize >= a.maxSplit && b.size >= rsize+a.maxNonSplit {
+		return false // nor one far larger than an oversize request
+	}
+	return true
+}
+
+// takeLocked takes the best fit from fs and commits it. fs.mu held.
+func (a *Allocator) takeLocked(fs *freeSet, rsize, size uint64, s driver.Stream) *block {
+	b := fs.free.lowerBound(rsize, 0)
+	if b == nil || !a.fits(b, rsize) {
+		return nil
+	}
+	fs.free.remove(b)
+	a.commitLocked(fs, b, rsize, size, s)
+	return b
+}
+
+// inactiveSplit reports whether b counts in the inactive_split stats: a
+// free block of a plain segment that is split.
+func inactiveSplit(b *block) bool {
+	return b.state == stateFree && b.seg.exp == nil && (b.prev != nil || b.next != nil)
+}
+
+func (a *Allocator) shouldSplit(fs *freeSet, b *block, rsize uint64) bool {
+	rem := b.size - rsize
+	if fs.small || b.seg.exp != nil {
+		return rem >= kMinBlockSize
+	}
+	return (a.maxSplit == 0 || rsize < a.maxSplit) && rem > kSmallSize
+}
+
+// commitLocked marks b (already out of the free set) allocated for a
+// request, splitting off the remainder, and publishes it in the pointer
+// map. fs.mu held.
+func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s driver.Stream) {
+	var d delta
+	d.pool = poolIdx(fs.small)
+	if inactiveSplit(b) {
+		d.add(stInactiveSplit, -1)
+		d.add(stInactiveSplitBytes, -int64(b.size))
+	}
+	if a.shouldSplit(fs, b, rsize) {
+		r := &block{ptr: b.ptr + driver.Ptr(rsize), size: b.size - rsize, seg: b.seg, prev: b, next: b.next, freedAt: b.freedAt}
+		if b.next != nil {
+			b.next.prev = r
+		} else {
+			b.seg.tail = r
+		}
+		b.next = r
+		b.size = rsize
+		fs.free.insert(r)
+		if inactiveSplit(r) {
+			d.add(stInactiveSplit, 1)
+			d.add(stInactiveSplitBytes, int64(r.size))
+		}
+	}
+	b.state = stateAllocated
+	b.requested = size
+	b.allocStream = s
+	d.add(stAllocation, 1)
+	d.add(stAllocatedBytes, int64(b.size))
+	d.add(stRequestedBytes, int64(size))
+	d.add(stActive, 1)
+	d.add(stActiveBytes, int64(b.size))
+	if a.maxSplit != 0 && b.size >= a.maxSplit {
+		d.oversizeAlloc = 1
+	}
+	d.allocs = 1
+	d.largest = b.size
+	sh := a.shard(b.ptr)
+	sh.mu.Lock()
+	sh.m[b.ptr] = b
+	sh.mu.Unlock()
+	a.apply(&d)
+	if a.hist != nil {
+		a.hist.add(actAlloc, b.ptr, b.size, s.ID())
+	}
+}
+
+// growLocked creates a plain segment for the request and commits a block
+// from it. fs.mu held.
+func (a *Allocator) growLocked(fs *freeSet, rsize, size uint64, s driver.Stream) (*block, error) {
+	segSize := allocationSize(rsize)
+	p, err := a.deviceMalloc(segSize)
+	if err != nil {
+		return nil, err
+	}
+	seg := &segment{ptr: p, size: segSize, set: fs}
+	b := &block{ptr: p, size: segSize, seg: seg, freedAt: a.clock.Load()}
+	seg.head, seg.tail = b, b
+	fs.segs[seg] = struct{}{}
+	var d delta
+	d.pool = poolIdx(fs.small)
+	d.add(stSegment, 1)
+	d.add(stReservedBytes, int64(segSize))
+	if a.maxSplit != 0 && segSize >= a.maxSplit {
+		d.oversizeSeg = 1
+	}
+	d.deviceAllocs = 1
+	a.apply(&d)
+	if a.hist != nil {
+		a.hist.add(actSegmentAlloc, p, segSize, fs.stream.ID())
+	}
+	a.commitLocked(fs, b, rsize, size, s)
+	return b, nil
+}
+
+// errLimit is the cause of an OOM when the allocator's own limit, not the
+// device, refused memory.
+var errLimit = errors.New("allocator memory limit reached (SetLimit or SetMemoryFraction)")
+
+// reserve counts n bytes against the limit; false if they do not fit.
+func (a *Allocator) reserve(n uint64) bool {
+	for {
+		cur := a.reserved.Load()
+		if l := a.limit.Load(); l != 0 && cur+n > l {
+			return false
+		}
+		if a.reserved.CompareAndSwap(cur, cur+n) {
+			return true
+		}
+	}
+}
+
+func (a *Allocator) unreserve(n uint64) { a.reserved.Add(-n) }
+
+func (a *Allocator) deviceMalloc(n uint64) (driver.Ptr, error) {
+	if !a.reserve(n) {
+		return 0, fmt.Errorf("%w: %w", errLimit, driver.ErrOutOfMemory)
+	}
+	p, err := a.dev.Malloc(n)
+	if err != nil {
+		a.unreserve(n)
+		return 0, err
+	}
+	return p, nil
+}
+
+// Free returns p to the cache. When p was noted with RecordStream on other
+// streams, it becomes reusable only after the work queued on them so far
+// has finished. Free(0) is a no-op; an unknown or already freed pointer is
+// an error wrapping driver.ErrInvalidPointer and changes nothing.
+func (a *Allocator) Free(p driver.Ptr) error {
+	if p == 0 {
+		return nil
+	}
+	if a.closed.Load() {
+		return ErrClosed
+	}
+	sh := a.shard(p)
+	sh.mu.Lock()
+	b := sh.m[p]
+	if b == nil {
+		sh.mu.Unlock()
+		return fmt.Errorf("devalloc: free %v: not a live allocation of this allocator (unknown pointer or double free): %w", p, driver.ErrInvalidPointer)
+	}
+	delete(sh.m, p)
+	uses := b.uses
+	b.uses = nil
+	sh.mu.Unlock()
+	if b.seg == nil {
+		return a.freePassthrough(b, uses)
+	}
+	fs := b.seg.set
+	streams := waitStreams(fs.stream, b.allocStream, uses)
+	if a.hist != nil {
+		a.hist.add(actFreeRequested, b.ptr, b.size, b.allocStream.ID())
+	}
+	if len(streams) == 0 {
+		fs.mu.Lock()
+		a.freeLocked(fs, b)
+		fs.mu.Unlock()
+		return nil
+	}
+	fs.mu.Lock()
+	a.markPendingLocked(fs, b, true)
+	fs.mu.Unlock()
+	a.pending.Add(1)
+	err := a.def.Defer(streams, func(error) {
+		// A stream error means the work that used the block failed;
+		// the block is no longer in use either way.
+		fs.mu.Lock()
+		a.freeLocked(fs, b)
+		fs.mu.Unlock()
+		a.pending.Add(-1)
+	})
+	if err == nil {
+		return nil
+	}
+	a.pending.Add(-1)
+	// Recording an event failed: wait on the host instead.
+	var syncErr error
+	for _, st := range streams {
+		if e := st.Synchronize(); e != nil {
+			syncErr = errors.Join(syncErr, e)
+		}
+	}
+	if syncErr == nil {
+		fs.mu.Lock()
+		a.freeLocked(fs, b)
+		fs.mu.Unlock()
+		return nil
+	}
+	fs.mu.Lock()
+	a.markPendingLocked(fs, b, false)
+	fs.mu.Unlock()
+	sh.mu.Lock()
+	b.uses = uses
+	sh.m[p] = b
+	sh.mu.Unlock()
+	return fmt.Errorf("devalloc: free %v: cannot order reuse after streams %v: %w", p, streamIDs(streams), errors.Join(err, syncErr))
+}
+
+// waitStreams lists the streams a free must wait for: the noted streams and
+// the allocation stream, less the owner, without duplicates.
+func waitStreams(owner, alloc driver.Stream, uses []driver.Stream) []driver.Stream {
+	if len(uses) == 0 && alloc.ID() == owner.ID() {
+		return nil
+	}
+	var out []driver.Stream
+	add := func(s driver.Stream) {
+		if s.ID() == owner.ID() {
+			return
+		}
+		for _, o := range out {
+			if o.ID() == s.ID() {
+				return
+			}
+		}
+		out = append(out, s)
+	}
+	add(alloc)
+	for _, s := range uses {
+		add(s)
+	}
+	return out
+}
+
+func streamIDs(ss []driver.Stream) []uint64 {
+	ids := make([]uint64, len(ss))
+	for i, s := range ss {
+		ids[i] = s.ID()
+	}
+	return ids
+}
+
+// markPendingLocked moves b between allocated and pending free (undo with
+// pending false). fs.mu held.
+func (a *Allocator) markPendingLocked(fs *freeSet, b *block, pending bool) {
+	sign := int64(1)
+	if pending {
+		sign = -1
+		b.state = statePendingFree
+	} else {
+		b.state = stateAllocated
+	}
+	var d delta
+	d.pool = poolIdx(fs.small)
+	d.add(stAllocation, sign)
+	d.add(stAllocatedBytes, sign*int64(b.size))
+	d.add(stRequestedBytes, sign*int64(b.requested))
+	if a.maxSplit != 0 && b.size >= a.maxSplit {
+		d.oversizeAlloc = sign
+	}
+	a.apply(&d)
+}
+
+// freeLocked returns an allocated or pending block to the free set, merging
+// it with free neighbours. fs.mu held.
+func (a *Allocator) freeLocked(fs *freeSet, b *block) {
+	var d delta
+	d.pool = poolIdx(fs.small)
+	if b.state == stateAllocated {
+		d.add(stAllocation, -1)
+		d.add(stAllocatedBytes, -int64(b.size))
+		d.add(stRequestedBytes, -int64(b.requested))
+		if a.maxSplit != 0 && b.size >= a.maxSplit {
+			d.oversizeAlloc = -1
+		}
+	}
+	d.add(stActive, -1)
+	d.add(stActiveBytes, -int64(b.size))
+	ptr, size, stream := b.ptr, b.size, b.allocStream
+	b.state = stateFree
+	b.uses = nil
+	b.allocStream = nil
+	b.requested = 0
+	b.freedAt = a.clock.Load()
+	for _, n := range [2]*block{b.prev, b.next} {
+		if n == nil || n.state != stateFree {
+			continue
+		}
+		if inactiveSplit(n) {
+			d.add(stInactiveSplit, -1)
+			d.add(stInactiveSplitBytes, -int64(n.size))
+		}
+		fs.free.remove(n)
+		if n == b.prev {
+			b.ptr = n.ptr
+			b.prev = n.prev
+			if b.prev != nil {
+				b.prev.next = b
+			} else {
+				b.seg.head = b
+			}
+		} else {
+			b.next = n.next
+			if b.next != nil {
+				b.next.prev = b
+			} else {
+				b.seg.tail = b
+			}
+		}
+		b.size += n.size
+	}
+	if inactiveSplit(b) {
+		d.add(stInactiveSplit, 1)
+		d.add(stInactiveSplitBytes, int64(b.size))
+	}
+	fs.free.insert(b)
+	a.apply(&d)
+	if a.hist != nil {
+		var sid uint64
+		if stream != nil {
+			sid = stream.ID()
+		}
+		a.hist.add(actFreeCompleted, ptr, size, sid)
+	}
+}
+
+// RecordStream notes that the block at p is used by work on s, so that a
+// later Free does not let the block be reused before the work queued on s
+// up to that Free has finished. It records nothing now. Noting the
+// allocation stream is a no-op; RecordStream(0, s) is a no-op. An unknown
+// pointer or a stream of another device is an error and changes nothing.
+func (a *Allocator) RecordStream(p driver.Ptr, s driver.Stream) error {
+	if err := a.checkStream(s, "record stream"); err != nil {
+		return err
+	}
+	if p == 0 {
+		return nil
+	}
+	if a.closed.Load() {
+		return ErrClosed
+	}
+	sh := a.shard(p)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	b := sh.m[p]
+	if b == nil {
+		return fmt.Errorf("devalloc: record stream %d on %v: not a live allocation of this allocator: %w", s.ID(), p, driver.ErrInvalidPointer)
+	}
+	owner := b.allocStream
+	if b.seg != nil {
+		owner = b.seg.set.stream
+	}
+	if s.ID() == owner.ID() {
+		return nil
+	}
+	for _, u := range b.uses {
+		if u.ID() == s.ID() {
+			return nil
+		}
+	}
+	b.uses = append(b.uses, s)
+	return nil
+}
+
+// ProcessEvents returns to the cache every pending free whose streams have
+// finished, without blocking; Alloc does this on its own. It returns how
+// many blocks it returned.
+func (a *Allocator) ProcessEvents() int {
+	if a.closed.Load() {
+		return 0
+	}
+	return a.def.Poll()
+}
+
+// Synchronize waits for every pending free's streams and returns those
+// blocks to the cache (a host synchronisation, counted in
+// num_sync_all_streams). Errors of failed stream work are returned.
+func (a *Allocator) Synchronize() error {
+	if a.closed.Load() {
+		return ErrClosed
+	}
+	a.count(func(c *counters) { c.numSyncAllStreams++ })
+	return a.def.Drain()
+}
+
+// EmptyCache waits for pending frees and releases every cached segment that
+// holds no live block (and, for expandable segments, every free whole page
+// at the end of each range) back to the device. Live blocks are untouched.
+func (a *Allocator) EmptyCache() error {
+	if a.closed.Load() {
+		return ErrClosed
+	}
+	return a.releaseAll()
+}
+
+// releaseAll completes pending frees and releases every cached segment.
+func (a *Allocator) releaseAll() error {
+	a.count(func(c *counters) { c.numSyncAllStreams++ })
+	drainErr := a.def.Drain()
+	var errs []error
+	if drainErr != nil {
+		errs = append(errs, drainErr)
+	}
+	for _, fs := range *a.setList.Load() {
+		if err := a.releaseSet(fs, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// releaseSet releases fs's cached whole plain segments (those pick accepts,
+// all when pick is nil) and the free tail pages of its expandable range.
+func (a *Allocator) releaseSet(fs *freeSet, pick func(b *block) bool) error {
+	fs.mu.Lock()
+	var victims []*block
+	fs.free.each(func(b *block) bool {
+		if b.prev == nil && b.next == nil && b.seg.exp == nil && (pick == nil || pick(b)) {
+			victims = append(victims, b)
+		}
+		return true
+	})
+	if len(victims) > 0 || (pick == nil && fs.exp != nil) {
+		// A block freed on its own stream is reusable at once, but work
+		// queued on that stream may still touch it: wait for it before the
+		// memory goes back to the device (cudaFree synchronises likewise).
+		// A failed stream's work will never run, so its error is no reason
+		// to keep the memory.
+		fs.stream.Synchronize()
+	}
+	var d delta
+	d.pool = poolIdx(fs.small)
+	for _, b := range victims {
+		fs.free.remove(b)
+		delete(fs.segs, b.seg)
+		d.add(stSegment, -1)
+		d.add(stReservedBytes, -int64(b.size))
+		if a.maxSplit != 0 && b.size >= a.maxSplit {
+			d.oversizeSeg--
+		}
+	}
+	a.apply(&d)
+	var err error
+	if pick == nil && fs.exp != nil {
+		err = a.shrinkExpandableLocked(fs)
+	}
+	fs.mu.Unlock()
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, b := range victims {
+		if e := a.dev.Free(b.ptr); e != nil {
+			errs = append(errs, fmt.Errorf("devalloc: release segment %v: %w", b.ptr, e))
+		}
+		a.unreserve(b.size)
+		a.count(func(c *counters) { c.numDeviceFree++ })
+		if a.hist != nil {
+			a.hist.add(actSegmentFree, b.ptr, b.size, fs.stream.ID())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// garbageCollect releases cached whole segments, oldest freed first, until
+// reserving need more bytes stays under the GC threshold of the limit.
+func (a *Allocator) garbageCollect(need uint64) {
+	limit := a.limit.Load()
+	if limit == 0 {
+		limit = a.total
+	}
+	threshold := uint64(a.cfg.GarbageCollectionThreshold * float64(limit))
+	reserved := a.reserved.Load()
+	if reserved+need <= threshold {
+		return
+	}
+	target := reserved + need - threshold
+	type cand struct {
+		b  *block
+		fs *freeSet
+		at uint64
+	}
+	var cands []cand
+	for _, fs := range *a.setList.Load() {
+		fs.mu.Lock()
+		fs.free.each(func(b *block) bool {
+			if b.prev == nil && b.next == nil && b.seg.exp == nil {
+				cands = append(cands, cand{b, fs, b.freedAt})
+			}
+			return true
+		})
+		fs.mu.Unlock()
+	}
+	slices.SortStableFunc(cands, func(x, y cand) int {
+		switch {
+		case x.at < y.at:
+			return -1
+		case x.at > y.at:
+			return 1
+		}
+		return 0
+	})
+	var freed uint64
+	for _, c := range cands {
+		if freed >= target {
+			break
+		}
+		b, size := c.b, c.b.size
+		var hit bool
+		a.releaseSet(c.fs, func(x *block) bool {
+			if x == b {
+				hit = true
+			}
+			return x == b
+		})
+		if hit {
+			freed += size
+		}
+	}
+	if freed > 0 {
+		a.count(func(c *counters) { c.numGCReleases++ })
+	}
+}
+
+// takeCross takes a fitting free block from another stream's set of the
+// same pool and orders the requester after the giver's work.
+func (a *Allocator) takeCross(own *freeSet, rsize, size uint64, s driver.Stream) *block {
+	for _, fs := range *a.setList.Load() {
+		if fs == own || fs.small != own.small || fs.stream.ID() == s.ID() {
+			continue
+		}
+		fs.mu.Lock()
+		b := a.takeLocked(fs, rsize, size, s)
+		fs.mu.Unlock()
+		if b == nil {
+			continue
+		}
+		if err := a.orderAfter(s, fs.stream); err != nil {
+			// The taker never used the block: give it straight back.
+			sh := a.shard(b.ptr)
+			sh.mu.Lock()
+			delete(sh.m, b.ptr)
+			sh.mu.Unlock()
+			fs.mu.Lock()
+			a.freeLocked(fs, b)
+			fs.mu.Unlock()
+			return nil
+		}
+		a.count(func(c *counters) { c.numCrossStreamReuse++ })
+		return b
+	}
+	return nil
+}
+
+// orderAfter makes later work on s wait for the work queued on giver now.
+func (a *Allocator) orderAfter(s, giver driver.Stream) error {
+	ev, err := a.evs.Get()
+	if err != nil {
+		return err
+	}
+	if err := ev.Record(giver); err != nil {
+		a.evs.Put(ev)
+		return err
+	}
+	err = s.WaitEvent(ev)
+	// WaitEvent captures the event's position, so the event can be
+	// recycled at once.
+	a.evs.Put(ev)
+	return err
+}
+
+// Close releases all device memory the allocator holds, live blocks
+// included (pointers from it become invalid), and its events. Later calls
+// return ErrClosed. Close must not run concurrently with other methods.
+func (a *Allocator) Close() error {
+	if a.closed.Swap(true) {
+		return nil
+	}
+	var errs []error
+	if err := a.def.Drain(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, fs := range *a.setList.Load() {
+		fs.stream.Synchronize() // as in releaseSet; errors change nothing here
+		fs.mu.Lock()
+		for seg := range fs.segs {
+			if seg.exp != nil {
+				errs = append(errs, a.unmapAllLocked(fs, seg))
+				continue
+			}
+			if err := a.dev.Free(seg.ptr); err != nil {
+				errs = append(errs, err)
+			}
+			a.unreserve(seg.size)
+		}
+		clear(fs.segs)
+		fs.exp = nil
+		fs.free = blockSet{}
+		fs.mu.Unlock()
+	}
+	for i := range a.shards {
+		sh := &a.shards[i]
+		sh.mu.Lock()
+		if a.passthrough {
+			for p, b := range sh.m {
+				if err := a.dev.Free(p); err != nil {
+					errs = append(errs, err)
+				}
+				a.unreserve(b.size)
+			}
+		}
+		clear(sh.m)
+		sh.mu.Unlock()
+	}
+	if err := a.evs.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// SetLimit caps the bytes the allocator reserves from the device (0: no
+// cap). Live blocks are untouched; the cap applies to later growth. A cap
+// below what is reserved now makes growth fail until memory is released.
+func (a *Allocator) SetLimit(bytes uint64) { a.limit.Store(bytes) }
+
+// SetMemoryFraction caps reserved memory at fraction f of the device total,
+// like torch.cuda.set_per_process_memory_fraction. f must be in (0, 1].
+func (a *Allocator) SetMemoryFraction(f float64) error {
+	if !(f > 0 && f <= 1) {
+		return fmt.Errorf("devalloc: memory fraction %v: want a number in (0, 1]: %w", f, driver.ErrInvalidValue)
+	}
+	a.limit.Store(uint64(f * float64(a.total)))
+	return nil
+}
+
+// Limit returns the cap set by SetLimit or SetMemoryFraction (0: none).
+func (a *Allocator) Limit() uint64 { return a.limit.Load() }
+
+// LastOOM returns the message of the last OOMError, or "".
+func (a *Allocator) LastOOM() string {
+	if p := a.lastOOM.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func (a *Allocator) allocPassthrough(size uint64, s driver.Stream) (driver.Ptr, error) {
+	p, err := a.deviceMalloc(size)
+	if err != nil {
+		if errors.Is(err, driver.ErrOutOfMemory) {
+			return 0, a.oom(size, size, s, err)
+		}
+		return 0, fmt.Errorf("devalloc: alloc %d bytes on stream %d: %w", size, s.ID(), err)
+	}
+	b := &block{ptr: p, size: size, requested: size, state: stateAllocated, allocStream: s}
+	var d delta
+	d.pool = poolIdx(size <= kSmallSize)
+	for _, k := range []int{stAllocation, stSegment, stActive} {
+		d.add(k, 1)
+	}
+	for _, k := range []int{stAllocatedBytes, stReservedBytes, stActiveBytes, stRequestedBytes} {
+		d.add(k, int64(size))
+	}
+	d.deviceAllocs, d.allocs, d.largest = 1, 1, size
+	sh := a.shard(p)
+	sh.mu.Lock()
+	sh.m[p] = b
+	sh.mu.Unlock()
+	a.apply(&d)
+	if a.hist != nil {
+		a.hist.add(actSegmentAlloc, p, size, s.ID())
+		a.hist.add(actAlloc, p, size, s.ID())
+	}
+	return p, nil
+}
+
+// freePassthrough waits for the streams that used b (cudaFree synchronises
+// the device in the same way) and frees it.
+func (a *Allocator) freePassthrough(b *block, uses []driver.Stream) error {
+	for _, s := range append([]driver.Stream{b.allocStream}, uses...) {
+		if err := s.Synchronize(); err != nil {
+			return a.restore(b, uses, fmt.Errorf("devalloc: free %v: wait for stream %d: %w", b.ptr, s.ID(), err))
+		}
+	}
+	if err := a.dev.Free(b.ptr); err != nil {
+		return a.restore(b, uses, fmt.Errorf("devalloc: free %v: %w", b.ptr, err))
+	}
+	a.unreserve(b.size)
+	var d delta
+	d.pool = poolIdx(b.size <= kSmallSize)
+	for _, k := range []int{stAllocation, stSegment, stActive} {
+		d.add(k, -1)
+	}
+	for _, k := range []int{stAllocatedBytes, stReservedBytes, stActiveBytes, stRequestedBytes} {
+		d.add(k, -int64(b.size))
+	}
+	d.deviceFrees = 1
+	a.apply(&d)
+	if a.hist != nil {
+		a.hist.add(actFreeRequested, b.ptr, b.size, b.allocStream.ID())
+		a.hist.add(actSegmentFree, b.ptr, b.size, b.allocStream.ID())
+	}
+	return nil
+}
+
+func (a *Allocator) restore(b *block, uses []driver.Stream, err error) error {
+	sh := a.shard(b.ptr)
+	sh.mu.Lock()
+	b.uses = uses
+	sh.m[b.ptr] = b
+	sh.mu.Unlock()
+	return err
+}

@@ -1,0 +1,449 @@
+package devalloc
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/accelkit/accelkit/driver"
+)
+
+const (
+	kib = 1 << 10
+	mib = 1 << 20
+)
+
+func TestRoundSize(t *testing.T) {
+	plain := &Allocator{}
+	div4 := &Allocator{}
+	for i := range div4.cfg.RoundupPower2Divisions {
+		div4.cfg.RoundupPower2Divisions[i] = 4
+	}
+	for _, tc := range []struct {
+		a          *Allocator
+		size, want uint64
+	}{
+		{plain, 1, 512},
+		{plain, 512, 512},
+		{plain, 513, 1024},
+		{plain, 1*mib + 1, 1*mib + 512},
+		{div4, 1000, 1024},                 // below 512*4: plain rounding
+		{div4, 1*mib + 1, 1*mib + 256*kib}, // four steps per power of two
+		{div4, 1 * mib, 1 * mib},           // powers of two stay
+		{div4, 5 * mib, 5 * mib},           // on a step already
+		{div4, 5*mib + 1, 6 * mib},
+		{div4, 6*mib + 1, 7 * mib},
+		{div4, 100 * mib, 112 * mib},
+	} {
+		if got := tc.a.roundSize(tc.size); got != tc.want {
+			t.Errorf("roundSize(%d) = %d, want %d", tc.size, got, tc.want)
+		}
+	}
+}
+
+func TestAllocationSize(t *testing.T) {
+	for _, tc := range []struct{ rsize, want uint64 }{
+		{512, kSmallBuffer},
+		{1 * mib, kSmallBuffer},
+		{1*mib + 512, kLargeBuffer},
+		{10*mib - 512, kLargeBuffer},
+		{10 * mib, 10 * mib},
+		{11*mib + 512, 12 * mib},
+	} {
+		if got := allocationSize(tc.rsize); got != tc.want {
+			t.Errorf("allocationSize(%d) = %d, want %d", tc.rsize, got, tc.want)
+		}
+	}
+}
+
+func TestPoolsAndSegments(t *testing.T) {
+	dev, _ := openDev(t, "")
+	s := dev.DefaultStream()
+	for _, tc := range []struct {
+		name              string
+		size              uint64
+		reserved, segSize uint64
+		small             bool
+		blockSize         uint64
+	}{
+		{"tiny", 1, 2 * mib, 2 * mib, true, 512},
+		{"small", 1 * mib, 2 * mib, 2 * mib, true, 1 * mib},
+		{"large shares 20MiB", 2 * mib, 20 * mib, 20 * mib, false, 2 * mib},
+		{"large own segment", 11*mib + 1, 12 * mib, 12 * mib, false, 12 * mib}, // remainder <= 1 MiB: not split
+		{"just under 10MiB shares 20MiB", 10*mib - 512, 20 * mib, 20 * mib, false, 10*mib - 512},
+		{"10MiB own segment", 10 * mib, 10 * mib, 10 * mib, false, 10 * mib},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAlloc(t, dev, "")
+			p := mustAlloc(t, a, tc.size, s)
+			st := a.Stats()
+			if got := st.ReservedBytes.All().Current; uint64(got) != tc.reserved {
+				t.Errorf("reserved = %d, want %d", got, tc.reserved)
+			}
+			pool := st.AllocatedBytes.Large()
+			if tc.small {
+				pool = st.AllocatedBytes.Small()
+			}
+			if uint64(pool.Current) != tc.blockSize {
+				t.Errorf("pool allocated = %d, want %d", pool.Current, tc.blockSize)
+			}
+			if got := st.RequestedBytes.All().Current; uint64(got) != tc.size {
+				t.Errorf("requested = %d, want %d", got, tc.size)
+			}
+			mustFree(t, a, p)
+		})
+	}
+}
+
+func TestBestFitSplitMerge(t *testing.T) {
+	dev, _ := openDev(t, "")
+	s := dev.DefaultStream()
+	a := newAlloc(t, dev, "")
+	// Four 1 KiB blocks carved in order from one 2 MiB segment.
+	var ps [4]driver.Ptr
+	for i := range ps {
+		ps[i] = mustAlloc(t, a, 1*kib, s)
+	}
+	for i := 1; i < 4; i++ {
+		if ps[i] != ps[i-1]+1*kib {
+			t.Fatalf("blocks not carved in order: %v", ps)
+		}
+	}
+	big := mustAlloc(t, a, 4*kib, s) // lies after ps[3]
+	mustFree(t, a, ps[1])
+	mustFree(t, a, ps[3]) // between ps[2] and big: stays 1 KiB
+	st := a.Stats()
+	if got := st.InactiveSplit.All().Current; got != 3 { // ps[1], ps[3], tail
+		t.Errorf("inactive_split = %d, want 3", got)
+	}
+	// Best fit: a 1 KiB request takes the lowest 1 KiB hole, not the tail.
+	if p := mustAlloc(t, a, 1*kib, s); p != ps[1] {
+		t.Errorf("best fit gave %v, want %v (lowest address of the smallest fit)", p, ps[1])
+	}
+	if p := mustAlloc(t, a, 1*kib, s); p != ps[3] {
+		t.Errorf("best fit gave %v, want %v", p, ps[3])
+	}
+	// Free everything: neighbours merge back into one whole segment.
+	for _, p := range append(ps[:], big) {
+		mustFree(t, a, p)
+	}
+	snap := a.Snapshot()
+	if len(snap.Segments) != 1 || len(snap.Segments[0].Blocks) != 1 || snap.Segments[0].Blocks[0].Size != kSmallBuffer {
+		t.Errorf("after freeing all, segment blocks = %+v, want one 2 MiB block", snap.Segments)
+	}
+	st = a.Stats()
+	if st.InactiveSplit.All().Current != 0 || st.InactiveSplitBytes.All().Current != 0 || st.Active.All().Current != 0 {
+		t.Errorf("after merge: inactive_split %d/%d bytes, active %d; want 0", st.InactiveSplit.All().Current, st.InactiveSplitBytes.All().Current, st.Active.All().Current)
+	}
+	consistent(t, snap)
+}
+
+func TestLargeSplitThreshold(t *testing.T) {
+	dev, _ := openDev(t, "")
+	s := dev.DefaultStream()
+	a := newAlloc(t, dev, "")
+	p := mustAlloc(t, a, 9*mib, s) // 20 MiB segment, split: 11 MiB left (> 1 MiB)
+	if got := a.Stats().InactiveSplitBytes.All().Current; got != 11*mib {
+		t.Fatalf("inactive_split_bytes = %d, want 11 MiB", got)
+	}
+	// 10.5 MiB takes the 11 MiB block; 0.5 MiB would be left, not > 1 MiB,
+	// so the block is handed out whole.
+	q := mustAlloc(t, a, 10*mib+512*kib, s)
+	st := a.Stats()
+	if st.Segment.All().Current != 1 || st.AllocatedBytes.All().Current != 20*mib || st.InactiveSplit.All().Current != 0 {
+		t.Errorf("segments %d allocated %d inactive_split %d; want 1, 20 MiB, 0", st.Segment.All().Current, st.AllocatedBytes.All().Current, st.InactiveSplit.All().Current)
+	}
+	mustFree(t, a, p)
+	mustFree(t, a, q)
+}
+
+func TestMaxSplitSize(t *testing.T) {
+	dev, _ := openDev(t, "")
+	s := dev.DefaultStream()
+	t.Run("small request skips oversize block", func(t *testing.T) {
+		a := newAlloc(t, dev, "max_split_size_mb:40")
+		p := mustAlloc(t, a, 64*mib, s)
+		mustFree(t, a, p)
+		q := mustAlloc(t, a, 5*mib, s)
+		st := a.Stats()
+		if st.Segment.All().Current != 2 || st.ReservedBytes.All().Current != 84*mib {
+			t.Errorf("segments %d reserved %d: want a new 20 MiB segment beside the cached 64 MiB", st.Segment.All().Current, st.ReservedBytes.All().Current)
+		}
+		if st.OversizeSegments.Current != 1 {
+			t.Errorf("oversize_segments = %d, want 1", st.OversizeSegments.Current)
+		}
+		mustFree(t, a, q)
+	})
+	t.Run("oversize reuse within rounding", func(t *testing.T) {
+		a := newAlloc(t, dev, "max_split_size_mb:40")
+		p := mustAlloc(t, a, 64*mib, s)
+		mustFree(t, a, p)
+		q := mustAlloc(t, a, 48*mib, s) // 64 < 48+20: reuse whole, unsplit
+		if q != p {
+			t.Errorf("48 MiB request got %v, want the cached 64 MiB block %v", q, p)
+		}
+		st := a.Stats()
+		if st.AllocatedBytes.All().Current != 64*mib || st.OversizeAllocations.Current != 1 {
+			t.Errorf("allocated %d oversize %d: want the whole 64 MiB block, 1", st.AllocatedBytes.All().Current, st.OversizeAllocations.Current)
+		}
+		mustFree(t, a, q)
+	})
+	t.Run("max_non_split_rounding", func(t *testing.T) {
+		a := newAlloc(t, dev, "max_split_size_mb:40,max_non_split_rounding_mb:10")
+		p := mustAlloc(t, a, 64*mib, s)
+		mustFree(t, a, p)
+		q := mustAlloc(t, a, 48*mib, s) // 64 >= 48+10: too wasteful
+		if q == p {
+			t.Errorf("48 MiB request reused the 64 MiB block despite max_non_split_rounding 10 MiB")
+		}
+		mustFree(t, a, q)
+	})
+}
+
+func TestZeroAndBadInput(t *testing.T) {
+	dev, _ := openDev(t, "devices=2")
+	s := dev.DefaultStream()
+	a := newAlloc(t, dev, "")
+	p := mustAlloc(t, a, 4*kib, s)
+	before := a.Stats()
+
+	if q, err := a.Alloc(0, s); q != 0 || err != nil {
+		t.Errorf("Alloc(0) = %v, %v; want 0, nil", q, err)
+	}
+	if err := a.Free(0); err != nil {
+		t.Errorf("Free(0) = %v", err)
+	}
+	other := otherDeviceStream(t)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"free unknown", a.Free(p + 1), driver.ErrInvalidPointer},
+		{"record unknown", a.RecordStream(p+512, s), driver.ErrInvalidPointer},
+		{"alloc absurd", errOf(a.Alloc(1<<60, s)), driver.ErrInvalidValue},
+		{"alloc nil stream", errOf(a.Alloc(1, nil)), driver.ErrInvalidValue},
+		{"alloc other device", errOf(a.Alloc(1, other)), driver.ErrInvalidValue},
+		{"record other device", a.RecordStream(p, other), driver.ErrInvalidValue},
+	} {
+		if !errors.Is(tc.err, tc.want) {
+			t.Errorf("%s: err = %v, want %v", tc.name, tc.err, tc.want)
+		}
+	}
+	if after := a.Stats(); after.Map()["allocation.all.current"] != before.Map()["allocation.all.current"] ||
+		after.AllocatedBytes != before.AllocatedBytes || after.ReservedBytes != before.ReservedBytes {
+		t.Errorf("bad input changed the state: %+v -> %+v", before.AllocatedBytes, after.AllocatedBytes)
+	}
+	mustFree(t, a, p)
+	if err := a.Free(p); !errors.Is(err, driver.ErrInvalidPointer) {
+		t.Errorf("double free: err = %v, want ErrInvalidPointer", err)
+	}
+	if st := a.Stats(); st.Allocation.All().Current != 0 || st.Active.All().Current != 0 {
+		t.Errorf("double free changed counts: %+v", st.Allocation)
+	}
+}
+
+func errOf(_ driver.Ptr, err error) error { return err }
+
+func otherDeviceStream(t *testing.T) driver.Stream {
+	d2, _ := openDev(t, "")
+	return d2.DefaultStream()
+}
+
+func TestOOM(t *testing.T) {
+	dev, _ := openDev(t, "capacity=64MiB")
+	s := dev.DefaultStream()
+	t.Run("retry after releasing the cache", func(t *testing.T) {
+		a := newAlloc(t, dev, "")
+		p := mustAlloc(t, a, 40*mib, s)
+		mustFree(t, a, p)
+		q := mustAlloc(t, a, 50*mib, s)
+		st := a.Stats()
+		if st.NumAllocRetries != 1 || st.NumOOMs != 0 || st.ReservedBytes.All().Current != 50*mib {
+			t.Errorf("retries %d ooms %d reserved %d; want 1, 0, 50 MiB", st.NumAllocRetries, st.NumOOMs, st.ReservedBytes.All().Current)
+		}
+		mustFree(t, a, q)
+	})
+	t.Run("fails with OOMError", func(t *testing.T) {
+		a := newAlloc(t, dev, "")
+		p := mustAlloc(t, a, 40*mib, s)
+		_, err := a.Alloc(40*mib, s)
+		var oe *OOMError
+		if !errors.As(err, &oe) || !errors.Is(err, driver.ErrOutOfMemory) {
+			t.Fatalf("err = %v, want *OOMError unwrapping to ErrOutOfMemory", err)
+		}
+		if oe.Requested != 40*mib || oe.Allocated != 40*mib || oe.Reserved != 40*mib || oe.DeviceTotal != 64*mib {
+			t.Errorf("OOMError fields %+v", oe)
+		}
+		for _, w := range []string{"tried to allocate 40.00 MiB", "device total 64.00 MiB", "40.00 MiB allocated", "reserved but unallocated", "largest free block", "limit none"} {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("message lacks %q: %s", w, err)
+			}
+		}
+		st := a.Stats()
+		if st.NumOOMs != 1 || st.NumAllocRetries != 1 {
+			t.Errorf("num_ooms %d num_alloc_retries %d, want 1 1", st.NumOOMs, st.NumAllocRetries)
+		}
+		if a.LastOOM() != err.Error() {
+			t.Errorf("LastOOM = %q", a.LastOOM())
+		}
+		mustFree(t, a, p)
+	})
+	t.Run("fragmentation advice", func(t *testing.T) {
+		a := newAlloc(t, dev, "")
+		var ps []driver.Ptr
+		for range 6 { // three 20 MiB segments, two 9 MiB blocks each
+			ps = append(ps, mustAlloc(t, a, 9*mib, s))
+		}
+		for i := 0; i < len(ps); i += 2 {
+			mustFree(t, a, ps[i])
+		}
+		_, err := a.Alloc(12*mib, s)
+		if !IsOOM(err) || !strings.Contains(err.Error(), "expandable_segments:true") || !strings.Contains(err.Error(), "max_split_size_mb") {
+			t.Errorf("err = %v; want OOM advising expandable_segments and max_split_size_mb", err)
+		}
+		for i := 1; i < len(ps); i += 2 {
+			mustFree(t, a, ps[i])
+		}
+	})
+}
+
+func TestLimits(t *testing.T) {
+	dev, _ := openDev(t, "capacity=64MiB")
+	s := dev.DefaultStream()
+	a := newAlloc(t, dev, "")
+	a.SetLimit(24 * mib)
+	p := mustAlloc(t, a, 12*mib, s)
+	_, err := a.Alloc(14*mib, s)
+	var oe *OOMError
+	if !errors.As(err, &oe) || !errors.Is(err, errLimit) || oe.Limit != 24*mib || !strings.Contains(err.Error(), "limit 24.00 MiB") {
+		t.Fatalf("err = %v; want an OOMError caused by the limit", err)
+	}
+	if err := a.SetMemoryFraction(0.5); err != nil {
+		t.Fatal(err)
+	}
+	if a.Limit() != 32*mib {
+		t.Errorf("limit after fraction 0.5 = %d, want 32 MiB", a.Limit())
+	}
+	q := mustAlloc(t, a, 14*mib, s)
+	for _, f := range []float64{0, -1, 1.5} {
+		if err := a.SetMemoryFraction(f); !errors.Is(err, driver.ErrInvalidValue) {
+			t.Errorf("SetMemoryFraction(%v) = %v, want ErrInvalidValue", f, err)
+		}
+	}
+	mustFree(t, a, p)
+	mustFree(t, a, q)
+}
+
+func TestGarbageCollection(t *testing.T) {
+	dev, _ := openDev(t, "capacity=64MiB")
+	s := dev.DefaultStream()
+	a := newAlloc(t, dev, "garbage_collection_threshold:0.5") // 32 MiB of 64
+	p := mustAlloc(t, a, 12*mib, s)
+	mustFree(t, a, p)
+	q := mustAlloc(t, a, 14*mib, s) // 12+14 <= 32: no GC
+	mustFree(t, a, q)
+	if st := a.Stats(); st.NumGCReleases != 0 || st.ReservedBytes.All().Current != 26*mib {
+		t.Fatalf("gc %d reserved %d; want no GC yet, 26 MiB", st.NumGCReleases, st.ReservedBytes.All().Current)
+	}
+	r := mustAlloc(t, a, 16*mib, s) // 26+16 > 32: release the oldest (12 MiB)
+	st := a.Stats()
+	if st.NumGCReleases != 1 || st.ReservedBytes.All().Current != 30*mib || st.NumAllocRetries != 0 {
+		t.Errorf("gc %d reserved %d retries %d; want 1 GC, 30 MiB (14 cached + 16), no retry", st.NumGCReleases, st.ReservedBytes.All().Current, st.NumAllocRetries)
+	}
+	if q2 := mustAlloc(t, a, 14*mib, s); q2 != q {
+		t.Errorf("the newer cached 14 MiB segment was released; got %v want %v", q2, q)
+	} else {
+		mustFree(t, a, q2)
+	}
+	mustFree(t, a, r)
+}
+
+func TestExpandableSegments(t *testing.T) {
+	dev, _ := openDev(t, "capacity=256MiB")
+	s := dev.DefaultStream()
+	a := newAlloc(t, dev, "expandable_segments:true")
+	p := mustAlloc(t, a, 3*mib, s) // maps 2 pages
+	q := mustAlloc(t, a, 3*mib, s) // 1 MiB free tail + 1 page
+	st := a.Stats()
+	if !st.ExpandableSegments || st.ReservedBytes.All().Current != 6*mib || st.Segment.All().Current != 1 || st.NumDeviceAlloc != 3 {
+		t.Errorf("expandable %v reserved %d segments %d device allocs %d; want true, 6 MiB, 1, 3 pages",
+			st.ExpandableSegments, st.ReservedBytes.All().Current, st.Segment.All().Current, st.NumDeviceAlloc)
+	}
+	if q != p+3*mib {
+		t.Errorf("second block at %v, want right after the first (%v)", q, p+3*mib)
+	}
+	mustFree(t, a, q)
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Stats().ReservedBytes.All().Current; got != 4*mib {
+		t.Errorf("after freeing the tail block and EmptyCache: reserved %d, want 4 MiB (pages under the live block stay)", got)
+	}
+	consistent(t, a.Snapshot())
+	mustFree(t, a, p)
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	st = a.Stats()
+	if st.ReservedBytes.All().Current != 0 || st.Segment.All().Current != 0 {
+		t.Errorf("after EmptyCache: reserved %d segments %d, want 0", st.ReservedBytes.All().Current, st.Segment.All().Current)
+	}
+}
+
+func TestExpandableFallback(t *testing.T) {
+	dev, _ := openDev(t, "vmm=false")
+	a := newAlloc(t, dev, "expandable_segments:true")
+	p := mustAlloc(t, a, 3*mib, dev.DefaultStream())
+	st := a.Stats()
+	if st.ExpandableSegments || !st.ExpandableFallback || st.ReservedBytes.All().Current != 20*mib {
+		t.Errorf("expandable %v fallback %v reserved %d; want plain 20 MiB segment and the fallback reported", st.ExpandableSegments, st.ExpandableFallback, st.ReservedBytes.All().Current)
+	}
+	mustFree(t, a, p)
+}
+
+func TestPassthrough(t *testing.T) {
+	dev, _ := openDev(t, "")
+	s := dev.DefaultStream()
+	a := newAlloc(t, dev, "backend:passthrough")
+	for range 3 {
+		p := mustAlloc(t, a, 4*kib, s)
+		mustFree(t, a, p)
+	}
+	st := a.Stats()
+	if st.NumDeviceAlloc != 3 || st.NumDeviceFree != 3 || st.ReservedBytes.All().Current != 0 || st.Backend != "passthrough" {
+		t.Errorf("device allocs %d frees %d reserved %d backend %s; want 3 3 0 passthrough", st.NumDeviceAlloc, st.NumDeviceFree, st.ReservedBytes.All().Current, st.Backend)
+	}
+}
+
+func TestCachingReusesSegments(t *testing.T) {
+	dev, _ := openDev(t, "")
+	s := dev.DefaultStream()
+	a := newAlloc(t, dev, "")
+	for range 100 {
+		p := mustAlloc(t, a, 4*kib, s)
+		mustFree(t, a, p)
+	}
+	if st := a.Stats(); st.NumDeviceAlloc != 1 {
+		t.Errorf("device allocs = %d, want 1 (cache hits after the first)", st.NumDeviceAlloc)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	dev, _ := openDev(t, "")
+	s := dev.DefaultStream()
+	a := newAlloc(t, dev, "")
+	p := mustAlloc(t, a, 1*mib, s)
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Alloc(1, s); !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("Alloc after Close: %v", err)
+	}
+	if err := a.Free(p); !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("Free after Close: %v", err)
+	}
+	if sd := a.Close(); sd != nil {
+		t.Errorf("second Close: %v", sd)
+	}
+}

@@ -1,0 +1,222 @@
+package devalloc_test
+
+import (
+	"math/bits"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/accelkit/accelkit/devalloc"
+	"github.com/accelkit/accelkit/driver"
+	_ "github.com/accelkit/accelkit/driver/cuda"
+	_ "github.com/accelkit/accelkit/driver/sim"
+)
+
+// benchDevice opens ACCELKIT_DRIVER's backend, else CUDA when present, else
+// sim: the same benchmark binary measures on a GPU machine.
+func benchDevice(b *testing.B) driver.Device {
+	b.Helper()
+	drv, err := driver.Open("auto", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { drv.Close() })
+	dev, err := drv.Device(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return dev
+}
+
+// benchSize draws log-uniform sizes in [512 B, 4 MiB] from a seeded RNG.
+func benchSizes(n int, seed uint64) []uint64 {
+	r := rand.New(rand.NewPCG(seed, 1))
+	out := make([]uint64, n)
+	for i := range out {
+		e := 9 + r.IntN(13) // 512 B .. 4 MiB
+		out[i] = uint64(1)<<e + r.Uint64N(uint64(1)<<e)
+	}
+	return out
+}
+
+// sizeClassList is the baseline: a bare size-class free list under one
+// mutex, with no splitting, streams or stats.
+type sizeClassList struct {
+	mu      sync.Mutex
+	classes [64][]uint64
+	next    uint64
+}
+
+func (l *sizeClassList) alloc(size uint64) uint64 {
+	c := bits.Len64(size - 1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.classes[c]); n > 0 {
+		p := l.classes[c][n-1]
+		l.classes[c] = l.classes[c][:n-1]
+		return p
+	}
+	l.next += uint64(1) << c
+	return l.next
+}
+
+func (l *sizeClassList) free(p, size uint64) {
+	c := bits.Len64(size - 1)
+	l.mu.Lock()
+	l.classes[c] = append(l.classes[c], p)
+	l.mu.Unlock()
+}
+
+// BenchmarkHitPair measures a cache-hit Alloc+Free pair with >= 10k cached
+// free blocks of mixed sizes spread over 8 streams, stats on, mixed
+// request sizes from a seeded sequence; the bare size-class list runs the
+// same sequence in the same run and the ratio is reported.
+func BenchmarkHitPair(b *testing.B) {
+	dev := benchDevice(b)
+	a, err := devalloc.New(dev, devalloc.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	ss := []driver.Stream{dev.DefaultStream()}
+	for range 7 {
+		s, err := dev.NewStream()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ss = append(ss, s)
+	}
+	// Pool state: per stream, allocate 1500 mixed blocks and free every
+	// other one, so the free sets hold ~12k split blocks that cannot merge.
+	pool := benchSizes(3400, 3)
+	var keep []driver.Ptr
+	for _, s := range ss {
+		var n [2]int // per pool, so that freed blocks alternate with live ones
+		var drop []driver.Ptr
+		for _, sz := range pool {
+			sz /= 8 // keeps the state within a small device
+			p, err := a.Alloc(sz, s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			k := 0
+			if sz > 1<<20 {
+				k = 1
+			}
+			if n[k]%2 == 0 {
+				drop = append(drop, p)
+			} else {
+				keep = append(keep, p)
+			}
+			n[k]++
+		}
+		for _, p := range drop {
+			a.Free(p)
+		}
+	}
+	st := a.Stats()
+	b.Logf("pool state: %d cached free blocks (inactive_split), %d live, %d segments",
+		st.InactiveSplit.All().Current, st.Allocation.All().Current, st.Segment.All().Current)
+	sizes := benchSizes(4096, 9)
+	for i := range sizes {
+		sizes[i] /= 16
+	}
+
+	var base sizeClassList
+	for _, sz := range sizes { // warm the baseline so it also hits
+		base.free(base.alloc(sz), sz)
+	}
+	t0 := time.Now()
+	const baseIters = 1 << 20
+	for i := range baseIters {
+		sz := sizes[i&4095]
+		base.free(base.alloc(sz), sz)
+	}
+	baseNs := float64(time.Since(t0).Nanoseconds()) / baseIters
+
+	i := 0
+	b.ResetTimer()
+	for b.Loop() {
+		sz := sizes[i&4095]
+		s := ss[i&7]
+		i++
+		p, err := a.Alloc(sz, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		a.Free(p)
+	}
+	b.StopTimer()
+	ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	b.ReportMetric(baseNs, "baseline-ns/op")
+	b.ReportMetric(ns/baseNs, "x-baseline")
+	for _, p := range keep {
+		a.Free(p)
+	}
+}
+
+// BenchmarkChurn compares caching with backend:passthrough on the mixed
+// workload: each goroutine keeps up to 8 live blocks and frees at random.
+func BenchmarkChurn(b *testing.B) {
+	for _, g := range []int{1, 8} {
+		b.Run(map[int]string{1: "1goroutine", 8: "8goroutines"}[g], func(b *testing.B) {
+			dev := benchDevice(b)
+			run := func(a *devalloc.Allocator, n int) time.Duration {
+				t0 := time.Now()
+				var wg sync.WaitGroup
+				for w := range g {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						s := dev.DefaultStream()
+						sizes := benchSizes(1024, uint64(w))
+						var live []driver.Ptr
+						for i := range n / g {
+							p, err := a.Alloc(sizes[i&1023], s)
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							live = append(live, p)
+							if len(live) >= 8 || i%3 == 0 {
+								j := (i * 7) % len(live)
+								a.Free(live[j])
+								live = append(live[:j], live[j+1:]...)
+							}
+						}
+						for _, p := range live {
+							a.Free(p)
+						}
+					}()
+				}
+				wg.Wait()
+				return time.Since(t0)
+			}
+			newAlloc := func(conf string) *devalloc.Allocator {
+				cfg, _ := devalloc.ParseConfig(conf)
+				a, err := devalloc.New(dev, cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { a.Close() })
+				return a
+			}
+			const passN = 2000
+			pass := run(newAlloc("backend:passthrough"), passN)
+			passNs := float64(pass.Nanoseconds()) / passN
+			var total time.Duration
+			ops := 0
+			caching := newAlloc("")
+			run(caching, 2000) // warm: the segments exist from here on
+			for b.Loop() {
+				total += run(caching, 2000)
+				ops += 2000
+			}
+			cachNs := float64(total.Nanoseconds()) / float64(ops)
+			b.ReportMetric(cachNs, "caching-ns/alloc")
+			b.ReportMetric(passNs, "passthrough-ns/alloc")
+			b.ReportMetric(passNs/cachNs, "x-faster")
+		})
+	}
+}

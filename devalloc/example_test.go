@@ -1,0 +1,59 @@
+package devalloc_test
+
+import (
+	"fmt"
+
+	"github.com/accelkit/accelkit/devalloc"
+	"github.com/accelkit/accelkit/driver"
+	_ "github.com/accelkit/accelkit/driver/sim"
+)
+
+func ExampleNew() {
+	drv, _ := driver.Open("sim", "capacity=1GiB")
+	defer drv.Close()
+	dev, _ := drv.Device(0)
+	a, err := devalloc.New(dev, devalloc.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer a.Close()
+	s := dev.DefaultStream()
+	p, _ := a.Alloc(1000, s)
+	_ = a.Free(p)
+	q, _ := a.Alloc(1000, s) // served from the cache
+	st := a.Stats()
+	fmt.Println(p == q, st.NumDeviceAlloc, st.AllocatedBytes.All().Current, st.ReservedBytes.All().Current)
+	// Output: true 1 1024 2097152
+}
+
+func ExampleParseConfig() {
+	cfg, err := devalloc.ParseConfig("expandable_segments:true,max_split_size_mb:128,roundup_power2_divisions:[256:1,512:2,>:8]")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(cfg.ExpandableSegments, cfg.MaxSplitSize>>20, cfg.RoundupPower2Divisions[9], cfg.RoundupPower2Divisions[15])
+	_, err = devalloc.ParseConfig("max_split_size_mb:8")
+	fmt.Println(err)
+	// Output:
+	// true 128 2 8
+	// devalloc: bad allocator config: max_split_size_mb "8": want an integer in [21, 17592186044415]
+}
+
+func ExampleAllocator_RecordStream() {
+	drv, _ := driver.Open("sim", "")
+	defer drv.Close()
+	dev, _ := drv.Device(0)
+	a, _ := devalloc.New(dev, devalloc.Config{})
+	defer a.Close()
+	compute := dev.DefaultStream()
+	copier, _ := dev.NewStream()
+
+	p, _ := a.Alloc(4096, compute)
+	_ = dev.Memset(p, 0, 4096, copier) // p is also used on copier
+	_ = a.RecordStream(p, copier)
+	_ = a.Free(p) // reusable once copier's queued work is done
+	_ = a.Synchronize()
+	q, _ := a.Alloc(4096, compute)
+	fmt.Println(q == p)
+	// Output: true
+}

@@ -1,0 +1,57 @@
+package memviz
+
+import (
+	"bytes"
+	"encoding/xml"
+	"strings"
+	"testing"
+
+	"github.com/accelkit/accelkit/devalloc"
+	"github.com/accelkit/accelkit/driver/sim"
+)
+
+func TestRender(t *testing.T) {
+	drv, err := sim.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	dev, _ := drv.Device(0)
+	cfg, _ := devalloc.ParseConfig("history_entries:100")
+	a, err := devalloc.New(dev, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	s := dev.DefaultStream()
+	p, _ := a.Alloc(4096, s)
+	q, _ := a.Alloc(3<<20, s)
+	a.Free(q)
+	var buf bytes.Buffer
+	if err := Render(&buf, a.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	a.Free(p)
+	page := buf.String()
+	for _, want := range []string{"<!DOCTYPE html>", `<section id="segments">`, `<section id="timeline">`, "<polyline", "active_allocated", "inactive"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	// One svg per section, each well-formed XML; nothing loaded from outside.
+	for _, sec := range []string{`id="segments"`, `id="timeline"`} {
+		i := strings.Index(page, sec)
+		rest := page[i:]
+		svg := rest[strings.Index(rest, "<svg"):]
+		svg = svg[:strings.Index(svg, "</svg>")+len("</svg>")]
+		if err := xml.Unmarshal([]byte(svg), new(struct{})); err != nil {
+			t.Errorf("section %s: svg is not well-formed: %v", sec, err)
+		}
+	}
+	if strings.Contains(page, "src=") || strings.Contains(page, "href=") {
+		t.Errorf("page references external resources")
+	}
+	if n := strings.Count(page, "<rect"); n != 3 { // 4 KiB + rest of the small segment, one free 20 MiB block
+		t.Errorf("%d rects, want 3", n)
+	}
+}

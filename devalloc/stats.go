@@ -1,0 +1,309 @@
+package devalloc
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Indexes of StatArray.
+const (
+	poolAll   = 0
+	poolSmall = 1
+	poolLarge = 2
+)
+
+// Stat is one PyTorch memory statistic: the current value, its peak since
+// creation or ResetPeakStats, and the cumulative amounts added and removed.
+type Stat struct {
+	Current   int64 `json:"current"`
+	Peak      int64 `json:"peak"`
+	Allocated int64 `json:"allocated"`
+	Freed     int64 `json:"freed"`
+}
+
+func (s *Stat) add(d int64) {
+	if d == 0 {
+		return
+	}
+	if d > 0 {
+		s.Allocated += d
+	} else {
+		s.Freed -= d
+	}
+	s.Current += d
+	if s.Current > s.Peak {
+		s.Peak = s.Current
+	}
+}
+
+// StatArray holds a statistic for all pools, the small pool and the large
+// pool, as PyTorch's "all", "small_pool" and "large_pool".
+type StatArray [3]Stat
+
+// All, Small and Large name the entries of a StatArray.
+func (a StatArray) All() Stat   { return a[poolAll] }
+func (a StatArray) Small() Stat { return a[poolSmall] }
+func (a StatArray) Large() Stat { return a[poolLarge] }
+
+const (
+	stAllocation = iota
+	stSegment
+	stActive
+	stInactiveSplit
+	stAllocatedBytes
+	stReservedBytes
+	stActiveBytes
+	stInactiveSplitBytes
+	stRequestedBytes
+	numStatArrays
+)
+
+var statArrayNames = [numStatArrays]string{
+	"allocation", "segment", "active", "inactive_split", "allocated_bytes",
+	"reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes",
+}
+
+// counters is the allocator's statistics; guarded by Allocator.statsMu.
+type counters struct {
+	arr                 [numStatArrays]StatArray
+	oversizeAllocations Stat
+	oversizeSegments    Stat
+	numAllocRetries     int64
+	numOOMs             int64
+	numSyncAllStreams   int64
+	numDeviceAlloc      int64
+	numDeviceFree       int64
+	numCrossStreamReuse int64
+	numGCReleases       int64
+	numAllocs           int64
+	largestAlloc        uint64
+}
+
+// delta is the statistics change of one operation, applied under one
+// statsMu acquisition.
+type delta struct {
+	pool          int
+	d             [numStatArrays]int64
+	oversizeAlloc int64
+	oversizeSeg   int64
+	deviceAllocs  int64
+	deviceFrees   int64
+	allocs        int64
+	largest       uint64
+}
+
+func (d *delta) add(k int, v int64) { d.d[k] += v }
+
+func (a *Allocator) apply(d *delta) {
+	a.statsMu.Lock()
+	c := &a.st
+	for k, v := range d.d {
+		if v != 0 {
+			c.arr[k][poolAll].add(v)
+			c.arr[k][d.pool].add(v)
+		}
+	}
+	c.oversizeAllocations.add(d.oversizeAlloc)
+	c.oversizeSegments.add(d.oversizeSeg)
+	c.numDeviceAlloc += d.deviceAllocs
+	c.numDeviceFree += d.deviceFrees
+	c.numAllocs += d.allocs
+	c.largestAlloc = max(c.largestAlloc, d.largest)
+	a.statsMu.Unlock()
+}
+
+func (a *Allocator) count(fn func(c *counters)) {
+	a.statsMu.Lock()
+	fn(&a.st)
+	a.statsMu.Unlock()
+}
+
+// Stats is a copy of the allocator's statistics, named as in PyTorch's
+// torch.cuda.memory_stats().
+type Stats struct {
+	Allocation         StatArray `json:"allocation"`
+	Segment            StatArray `json:"segment"`
+	Active             StatArray `json:"active"`
+	InactiveSplit      StatArray `json:"inactive_split"`
+	AllocatedBytes     StatArray `json:"allocated_bytes"`
+	ReservedBytes      StatArray `json:"reserved_bytes"`
+	ActiveBytes        StatArray `json:"active_bytes"`
+	InactiveSplitBytes StatArray `json:"inactive_split_bytes"`
+	RequestedBytes     StatArray `json:"requested_bytes"`
+
+	OversizeAllocations Stat `json:"oversize_allocations"`
+	OversizeSegments    Stat `json:"oversize_segments"`
+
+	NumAllocRetries     int64 `json:"num_alloc_retries"`
+	NumOOMs             int64 `json:"num_ooms"`
+	NumSyncAllStreams   int64 `json:"num_sync_all_streams"`
+	NumDeviceAlloc      int64 `json:"num_device_alloc"`
+	NumDeviceFree       int64 `json:"num_device_free"`
+	NumCrossStreamReuse int64 `json:"num_cross_stream_reuse"`
+	// NumGCReleases counts garbage collections that released memory.
+	NumGCReleases int64 `json:"num_gc_releases"`
+
+	// NumAllocs counts successful Alloc calls since creation.
+	NumAllocs int64 `json:"num_allocs"`
+	// LargestAlloc is the largest block handed out, in bytes.
+	LargestAlloc uint64 `json:"largest_alloc"`
+
+	// Backend is "native" or "passthrough".
+	Backend string `json:"backend"`
+	// ExpandableSegments reports whether expandable segments are in use;
+	// ExpandableFallback that they were asked for but the device has no
+	// driver.VMM, so plain segments are used.
+	ExpandableSegments bool `json:"expandable_segments"`
+	ExpandableFallback bool `json:"expandable_fallback"`
+	// PendingFrees counts frees waiting for noted streams.
+	PendingFrees int `json:"pending_frees"`
+	// Limit is the reserved-bytes cap, 0 if none.
+	Limit uint64 `json:"limit"`
+}
+
+func (a *Allocator) statsLocked() Stats {
+	c := &a.st
+	return Stats{
+		Allocation: c.arr[stAllocation], Segment: c.arr[stSegment], Active: c.arr[stActive],
+		InactiveSplit: c.arr[stInactiveSplit], AllocatedBytes: c.arr[stAllocatedBytes],
+		ReservedBytes: c.arr[stReservedBytes], ActiveBytes: c.arr[stActiveBytes],
+		InactiveSplitBytes: c.arr[stInactiveSplitBytes], RequestedBytes: c.arr[stRequestedBytes],
+		OversizeAllocations: c.oversizeAllocations, OversizeSegments: c.oversizeSegments,
+		NumAllocRetries: c.numAllocRetries, NumOOMs: c.numOOMs, NumSyncAllStreams: c.numSyncAllStreams,
+		NumDeviceAlloc: c.numDeviceAlloc, NumDeviceFree: c.numDeviceFree,
+		NumCrossStreamReuse: c.numCrossStreamReuse, NumGCReleases: c.numGCReleases,
+		NumAllocs: c.numAllocs, LargestAlloc: c.largestAlloc,
+		Backend: a.cfg.Backend.String(), ExpandableSegments: a.vmm != nil, ExpandableFallback: a.expFallback,
+		Limit: a.limit.Load(),
+	}
+}
+
+// Stats returns a consistent copy of the statistics.
+func (a *Allocator) Stats() Stats {
+	a.statsMu.Lock()
+	s := a.statsLocked()
+	a.statsMu.Unlock()
+	s.PendingFrees = a.def.Pending()
+	return s
+}
+
+// ResetPeakStats sets every peak to its current value, like
+// torch.cuda.reset_peak_memory_stats.
+func (a *Allocator) ResetPeakStats() {
+	a.statsMu.Lock()
+	defer a.statsMu.Unlock()
+	for k := range a.st.arr {
+		for p := range a.st.arr[k] {
+			a.st.arr[k][p].Peak = a.st.arr[k][p].Current
+		}
+	}
+	a.st.oversizeAllocations.Peak = a.st.oversizeAllocations.Current
+	a.st.oversizeSegments.Peak = a.st.oversizeSegments.Current
+}
+
+// Map flattens s with PyTorch's key names, such as
+// "allocated_bytes.all.current", "segment.large_pool.peak",
+// "num_alloc_retries" and "oversize_allocations.current".
+func (s Stats) Map() map[string]int64 {
+	m := map[string]int64{}
+	arrs := [numStatArrays]StatArray{s.Allocation, s.Segment, s.Active, s.InactiveSplit,
+		s.AllocatedBytes, s.ReservedBytes, s.ActiveBytes, s.InactiveSplitBytes, s.RequestedBytes}
+	pools := [3]string{"all", "small_pool", "large_pool"}
+	put := func(prefix string, st Stat) {
+		m[prefix+".current"] = st.Current
+		m[prefix+".peak"] = st.Peak
+		m[prefix+".allocated"] = st.Allocated
+		m[prefix+".freed"] = st.Freed
+	}
+	for k, arr := range arrs {
+		for p, st := range arr {
+			put(statArrayNames[k]+"."+pools[p], st)
+		}
+	}
+	put("oversize_allocations", s.OversizeAllocations)
+	put("oversize_segments", s.OversizeSegments)
+	m["num_alloc_retries"] = s.NumAllocRetries
+	m["num_ooms"] = s.NumOOMs
+	m["num_sync_all_streams"] = s.NumSyncAllStreams
+	m["num_device_alloc"] = s.NumDeviceAlloc
+	m["num_device_free"] = s.NumDeviceFree
+	m["num_cross_stream_reuse"] = s.NumCrossStreamReuse
+	m["num_gc_releases"] = s.NumGCReleases
+	return m
+}
+
+// MapKeys returns Map's keys sorted.
+func (s Stats) MapKeys() []string {
+	m := s.Map()
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// TFStats mirrors TensorFlow's SP_AllocatorStats (the StreamExecutor C API
+// struct a pluggable device fills in), for plugin authors.
+type TFStats struct {
+	NumAllocs             int64 `json:"num_allocs"`
+	BytesInUse            int64 `json:"bytes_in_use"`
+	PeakBytesInUse        int64 `json:"peak_bytes_in_use"`
+	LargestAllocSize      int64 `json:"largest_alloc_size"`
+	HasBytesLimit         bool  `json:"has_bytes_limit"`
+	BytesLimit            int64 `json:"bytes_limit"`
+	BytesReserved         int64 `json:"bytes_reserved"`
+	PeakBytesReserved     int64 `json:"peak_bytes_reserved"`
+	HasBytesReservableLim bool  `json:"has_bytes_reservable_limit"`
+	BytesReservableLimit  int64 `json:"bytes_reservable_limit"`
+	LargestFreeBlockBytes int64 `json:"largest_free_block_bytes"`
+}
+
+// TFStats returns the statistics in SP_AllocatorStats shape. The byte limit
+// is the allocator's cap, else the device total.
+func (a *Allocator) TFStats() TFStats {
+	s := a.Stats()
+	limit := s.Limit
+	if limit == 0 {
+		limit = a.total
+	}
+	return TFStats{
+		NumAllocs:             s.NumAllocs,
+		BytesInUse:            s.AllocatedBytes.All().Current,
+		PeakBytesInUse:        s.AllocatedBytes.All().Peak,
+		LargestAllocSize:      int64(s.LargestAlloc),
+		HasBytesLimit:         true,
+		BytesLimit:            int64(limit),
+		BytesReserved:         s.ReservedBytes.All().Current,
+		PeakBytesReserved:     s.ReservedBytes.All().Peak,
+		HasBytesReservableLim: true,
+		BytesReservableLimit:  int64(limit),
+		LargestFreeBlockBytes: int64(a.largestFree()),
+	}
+}
+
+// largestFree is the largest cached free block over every set.
+func (a *Allocator) largestFree() uint64 {
+	var m uint64
+	for _, fs := range *a.setList.Load() {
+		fs.mu.Lock()
+		if b := fs.free.largest(); b != nil {
+			m = max(m, b.size)
+		}
+		fs.mu.Unlock()
+	}
+	return m
+}
+
+// formatBytes prints n in the units PyTorch's OOM message uses.
+func formatBytes(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.2f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

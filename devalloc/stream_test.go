@@ -1,0 +1,188 @@
+package devalloc
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/accelkit/accelkit/driver"
+)
+
+func gate(t *testing.T, dev driver.Device, s driver.Stream) func() {
+	t.Helper()
+	open, err := openDevHooks(t, dev).Gate(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(open)
+	return open
+}
+
+// TestRecordStreamDefersReuse: work held on a gated stream writes into a
+// block freed with RecordStream; the owner stream gets the block back only
+// after open() and that work.
+func TestRecordStreamDefersReuse(t *testing.T) {
+	dev, _ := openDev(t, "")
+	ss := streams(t, dev, 2)
+	owner, user := ss[0], ss[1]
+	a := newAlloc(t, dev, "")
+	p := mustAlloc(t, a, 64*kib, owner)
+	open := gate(t, dev, user)
+	if err := dev.Memset(p, 0xAB, 64*kib, user); err != nil { // held by the gate
+		t.Fatal(err)
+	}
+	if err := a.RecordStream(p, user); err != nil {
+		t.Fatal(err)
+	}
+	mustFree(t, a, p)
+	snap := a.Snapshot()
+	consistent(t, snap)
+	if got := stateOf(snap, p); got != StateActivePendingFree {
+		t.Errorf("freed block state %q, want %q", got, StateActivePendingFree)
+	}
+	q := mustAlloc(t, a, 64*kib, owner)
+	if q == p {
+		t.Fatalf("block reused while the gated work that writes it is still queued")
+	}
+	if a.ProcessEvents() != 0 {
+		t.Fatalf("pending free completed before the gate opened")
+	}
+	open()
+	if err := user.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	// The Memset ran; the event after it completes in order.
+	if err := a.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	r := mustAlloc(t, a, 64*kib, owner)
+	if r != p {
+		t.Errorf("after the work finished, Alloc gave %v, want the freed block %v", r, p)
+	}
+	buf := make([]byte, 16)
+	if err := dev.CopyDtoHSync(buf, r); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, bytes.Repeat([]byte{0xAB}, 16)) {
+		t.Errorf("gated work's bytes %x missing: it ran after reuse", buf)
+	}
+	mustFree(t, a, q)
+	mustFree(t, a, r)
+}
+
+// TestRecordStreamEventAtFree: work queued on the noted stream after the
+// free does not delay reuse (the event is recorded at Free).
+func TestRecordStreamEventAtFree(t *testing.T) {
+	dev, _ := openDev(t, "")
+	ss := streams(t, dev, 2)
+	owner, user := ss[0], ss[1]
+	a := newAlloc(t, dev, "")
+	p := mustAlloc(t, a, 4*kib, owner)
+	if err := a.RecordStream(p, user); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RecordStream(p, owner); err != nil { // the owner: no-op
+		t.Fatal(err)
+	}
+	mustFree(t, a, p)
+	gate(t, dev, user) // queued after the free's event: must not matter
+	if err := a.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if q := mustAlloc(t, a, 4*kib, owner); q != p {
+		t.Errorf("got %v, want %v: later work on the noted stream delayed reuse", q, p)
+	} else {
+		mustFree(t, a, q)
+	}
+	if st := a.Stats(); st.PendingFrees != 0 {
+		t.Errorf("pending frees %d", st.PendingFrees)
+	}
+}
+
+// TestStreamsDoNotShareBlocks: without cross-stream reuse, a block freed on
+// one stream is never handed to another.
+func TestStreamsDoNotShareBlocks(t *testing.T) {
+	dev, _ := openDev(t, "")
+	ss := streams(t, dev, 2)
+	a := newAlloc(t, dev, "")
+	p := mustAlloc(t, a, 4*kib, ss[0])
+	mustFree(t, a, p)
+	q := mustAlloc(t, a, 4*kib, ss[1])
+	if q == p {
+		t.Errorf("stream %d got a block cached for stream %d", ss[1].ID(), ss[0].ID())
+	}
+	mustFree(t, a, q)
+	if st := a.Stats(); st.NumCrossStreamReuse != 0 {
+		t.Errorf("num_cross_stream_reuse = %d", st.NumCrossStreamReuse)
+	}
+}
+
+// TestCrossStreamReuse: with cross_stream_reuse the taker gets the giver's
+// cached block, and the taker's later work never starts before the giver's
+// earlier work ends.
+func TestCrossStreamReuse(t *testing.T) {
+	dev, _ := openDev(t, "")
+	ss := streams(t, dev, 2)
+	giver, taker := ss[0], ss[1]
+	a := newAlloc(t, dev, "cross_stream_reuse:true")
+	p := mustAlloc(t, a, 64*kib, giver)
+	open := gate(t, dev, giver)
+	if err := dev.Memset(p, 0x5A, 64*kib, giver); err != nil { // the giver's earlier work, held
+		t.Fatal(err)
+	}
+	mustFree(t, a, p) // same stream: cached at once
+	q := mustAlloc(t, a, 64*kib, taker)
+	if q != p {
+		t.Fatalf("taker got %v, want the giver's cached block %v", q, p)
+	}
+	if st := a.Stats(); st.NumCrossStreamReuse != 1 {
+		t.Errorf("num_cross_stream_reuse = %d, want 1", st.NumCrossStreamReuse)
+	}
+	hb, err := dev.HostAlloc(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.HostFree(hb)
+	if err := dev.CopyDtoH(hb.Bytes(), q, taker); err != nil { // the taker's later work
+		t.Fatal(err)
+	}
+	if done, err := taker.Query(); done || err != nil {
+		t.Fatalf("taker's work finished (%v, %v) while the giver's earlier work is held", done, err)
+	}
+	open()
+	if err := taker.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(hb.Bytes(), bytes.Repeat([]byte{0x5A}, 16)) {
+		t.Errorf("taker read %x: its work ran before the giver's Memset", hb.Bytes())
+	}
+	// Freed by the taker, the block waits for the taker's work before the
+	// giver can reuse it.
+	open2 := gate(t, dev, taker)
+	if err := dev.Memset(q, 0x11, 64*kib, taker); err != nil {
+		t.Fatal(err)
+	}
+	mustFree(t, a, q)
+	if got := stateOf(a.Snapshot(), q); got != StateActivePendingFree {
+		t.Errorf("block freed by the taker: state %q, want %q", got, StateActivePendingFree)
+	}
+	open2()
+	if err := a.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustAlloc(t, a, 64*kib, giver); r != p {
+		t.Errorf("giver got %v, want its block back %v", r, p)
+	} else {
+		mustFree(t, a, r)
+	}
+}
+
+func stateOf(snap *Snapshot, p driver.Ptr) string {
+	for _, seg := range snap.Segments {
+		for _, b := range seg.Blocks {
+			if b.Address == uint64(p) {
+				return b.State
+			}
+		}
+	}
+	return ""
+}
