@@ -29,6 +29,7 @@ package progcache
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -155,9 +156,13 @@ func OpenFileStream(dir string, opts FileStreamOptions) (*FileStream, error) {
 // Dir returns the cache directory.
 func (c *FileStream) Dir() string { return c.dir }
 
+// path is filepath.Join(c.entries, h[:2], h) for h the key's hex, built
+// with one allocation (c.entries is already clean), as every Get calls it.
 func (c *FileStream) path(k Key) string {
-	h := k.String()
-	return filepath.Join(c.entries, h[:2], h)
+	var h [2 * KeySize]byte
+	hex.Encode(h[:], k[:])
+	const sep = string(filepath.Separator)
+	return c.entries + sep + string(h[:2]) + sep + string(h[:])
 }
 
 func (c *FileStream) enter(ctx context.Context) error {
@@ -184,7 +189,7 @@ func (c *FileStream) get(ctx context.Context, k Key, countMiss bool) (Object, bo
 		return Object{}, false, err
 	}
 	p := c.path(k)
-	b, fi, err := readBounded(p)
+	b, st, err := readEntry(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		if countMiss {
 			c.misses.Add(1)
@@ -201,39 +206,17 @@ func (c *FileStream) get(ctx context.Context, k Key, countMiss bool) (Object, bo
 	if err != nil {
 		c.corrupt.Add(1)
 		c.misses.Add(1)
-		if c.removeIfSame(p, fi) {
-			c.bytes.Add(-fi.Size())
+		if c.removeIfSame(p, st.info()) {
+			c.bytes.Add(-st.size())
 			c.count.Add(-1)
 		}
 		return Object{}, false, nil
 	}
-	if now := time.Now(); now.Sub(fi.ModTime()) > recencyGranularity {
+	if now := time.Now(); now.Sub(st.modTime()) > recencyGranularity {
 		_ = os.Chtimes(p, now, now) // a peer may have replaced or pruned it, which is fine
 	}
 	c.hits.Add(1)
 	return obj, true, nil
-}
-
-// readBounded reads a whole file, refusing files over maxRecordRead.
-func readBounded(p string) ([]byte, os.FileInfo, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	if fi.Size() > maxRecordRead {
-		return nil, fi, nil // decodes as corrupt
-	}
-	b := make([]byte, fi.Size())
-	if _, err := io.ReadFull(f, b); err != nil {
-		// The file shrank under us: only a foreign writer does that.
-		return nil, fi, nil
-	}
-	return b, fi, nil
 }
 
 // Put commits obj under k, then prunes if the byte cap is exceeded.
@@ -634,7 +617,7 @@ func (c *FileStream) removeIfSame(p string, chosen os.FileInfo) bool {
 // sameFile compares file identity (device and inode, or volume and file
 // index on Windows), size and modification time.
 func sameFile(a, b os.FileInfo) bool {
-	return os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
+	return sameIdentity(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }
 
 // EntryInfo describes one entry on disk, for listing and verification.
@@ -677,7 +660,7 @@ func (c *FileStream) Entries(ctx context.Context, verify bool) ([]EntryInfo, err
 			return out, err
 		}
 		ei := EntryInfo{Key: e.key, Size: e.info.Size(), Used: e.info.ModTime()}
-		b, fi, err := readBounded(e.path)
+		b, st, err := readEntry(e.path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -691,7 +674,7 @@ func (c *FileStream) Entries(ctx context.Context, verify bool) ([]EntryInfo, err
 		}
 		if err != nil {
 			ei.Err = err.Error()
-			if verify && c.removeIfSame(e.path, fi) {
+			if verify && c.removeIfSame(e.path, st.info()) {
 				c.corrupt.Add(1)
 			}
 		} else {

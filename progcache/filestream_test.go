@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -71,6 +73,10 @@ func TestFileStreamCorruption(t *testing.T) {
 		}},
 		{"foreign file", func(t *testing.T, c *FileStream, p string) {
 			os.WriteFile(p, []byte("not a cache entry\n"), filePerm)
+		}},
+		{"directory", func(t *testing.T, c *FileStream, p string) {
+			os.Remove(p)
+			os.Mkdir(p, dirPerm)
 		}},
 	}
 	for _, tc := range cases {
@@ -475,5 +481,56 @@ func TestFileStreamCountersFold(t *testing.T) {
 	}
 	if ds, _ := os.ReadDir(c.stats); len(ds) > statsFold {
 		t.Errorf("%d counter files: they must be folded", len(ds))
+	}
+}
+
+// TestReadEntryStat checks that the stat readEntry returns describes the
+// file it read as os.Stat does, which removeIfSame's identity check relies
+// on.
+func TestReadEntryStat(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("record bytes"), filePerm); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "dir")
+	if err := os.Mkdir(sub, dirPerm); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		path string
+		want []byte // nil: not readable whole, decodes as corrupt
+	}{
+		{"regular file", file, []byte("record bytes")},
+		{"directory", sub, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b, st, err := readEntry(tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(b, tc.want) || (b == nil) != (tc.want == nil) {
+				t.Errorf("readEntry bytes = %q, want %q", b, tc.want)
+			}
+			fi, err := os.Stat(tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := st.info()
+			if !sameFile(got, fi) || !sameFile(fi, got) {
+				t.Errorf("readEntry stat %v %d %v is not the file os.Stat sees", got.Name(), got.Size(), got.ModTime())
+			}
+			if got.Name() != fi.Name() || got.Mode() != fi.Mode() || got.IsDir() != fi.IsDir() {
+				t.Errorf("readEntry stat = %q %v dir %v; os.Stat %q %v dir %v", got.Name(), got.Mode(), got.IsDir(), fi.Name(), fi.Mode(), fi.IsDir())
+			}
+			if st.size() != fi.Size() || !st.modTime().Equal(fi.ModTime()) {
+				t.Errorf("readEntry size %d mtime %v; os.Stat %d %v", st.size(), st.modTime(), fi.Size(), fi.ModTime())
+			}
+		})
+	}
+	if _, _, err := readEntry(filepath.Join(dir, "absent")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("readEntry of an absent file: %v, want fs.ErrNotExist", err)
 	}
 }

@@ -23,7 +23,6 @@ package progcache
 // miss, not a wrong object.
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -199,12 +198,11 @@ func DecodeRecord(b []byte, o RecordOptions) (Key, Object, error) {
 		return k, Object{}, corruptf("record sealed with check kind %d, cache expects %d (a MAC key mismatch?)", b[5], o.check())
 	}
 	body, trailer := b[:len(b)-ts], b[len(b)-ts:]
-	want := o.sum(body)
 	if o.MACKey != nil {
-		if !hmac.Equal(want, trailer) {
+		if !hmac.Equal(o.sum(body), trailer) {
 			return k, Object{}, corruptf("MAC mismatch: entry tampered with or written with another key")
 		}
-	} else if !bytes.Equal(want, trailer) {
+	} else if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(trailer) {
 		return k, Object{}, corruptf("checksum mismatch")
 	}
 	copy(k[:], body[6:recordHeaderSize])
