@@ -66,7 +66,8 @@ package devalloc
 //     Snapshot that holds every lock sees blocks and stats agree.
 //   - history.mu guards the trace ring buffer.
 //   - setsMu serialises creating a freeSet and Snapshot; lookups read an
-//     atomically published map.
+//     atomically published slice (small stream IDs) or map, both
+//     copy-on-write.
 // Lock order: setsMu -> freeSet.mu (in creation order; at most one held,
 // except by Snapshot, which takes them all in that order) -> shard.mu ->
 // statsMu -> history.mu. Driver calls (Malloc, Free, VMM) may be made under
@@ -160,6 +161,35 @@ type freeSet struct {
 	free   blockSet
 	segs   map[*segment]struct{}
 	exp    *segment // the expandable range, if any
+	// dead holds blocks absorbed by a merge, reused by the next split so
+	// that a cache hit does not allocate. A merged-away free block is
+	// referenced by nothing else: free blocks are in no pointer map or
+	// pending free, snapshots and history copy values, not *block, and
+	// garbageCollect rechecks its candidates' ptr under the lock.
+	dead []*block
+}
+
+// maxDeadBlocks bounds fs.dead: enough for the split/merge churn of a
+// busy set, small enough that a set that shrank holds little garbage.
+const maxDeadBlocks = 64
+
+// newBlock returns a recycled block, or a new one. fs.mu held.
+func (fs *freeSet) newBlock() *block {
+	if n := len(fs.dead); n > 0 {
+		b := fs.dead[n-1]
+		fs.dead[n-1] = nil
+		fs.dead = fs.dead[:n-1]
+		return b
+	}
+	return new(block)
+}
+
+// recycle keeps b, just merged away, for a later split. fs.mu held.
+func (fs *freeSet) recycle(b *block) {
+	if len(fs.dead) < maxDeadBlocks {
+		*b = block{}
+		fs.dead = append(fs.dead, b)
+	}
 }
 
 type shard struct {
@@ -194,6 +224,7 @@ type Allocator struct {
 	setsMu  sync.Mutex
 	sets    atomic.Pointer[map[setKey]*freeSet]
 	setList atomic.Pointer[[]*freeSet] // creation order
+	dense   atomic.Pointer[[]*freeSet] // index stream ID*2+small, IDs < denseStreams; copy-on-write like sets
 
 	shards [numShards]shard
 
@@ -250,6 +281,7 @@ func New(dev driver.Device, cfg Config) (*Allocator, error) {
 	empty := map[setKey]*freeSet{}
 	a.sets.Store(&empty)
 	a.setList.Store(&[]*freeSet{})
+	a.dense.Store(&[]*freeSet{})
 	if cfg.HistoryEntries > 0 {
 		a.hist = newHistory(cfg.HistoryEntries, cfg.HistoryStacks)
 	}
@@ -332,7 +364,14 @@ func poolIdx(small bool) int {
 
 // setFor returns the free set of (s, pool), creating it on first use.
 func (a *Allocator) setFor(s driver.Stream, small bool) *freeSet {
-	k := setKey{s.ID(), small}
+	id := s.ID()
+	if id < denseStreams {
+		i := int(id<<1) | int(boolBit(small))
+		if d := *a.dense.Load(); i < len(d) && d[i] != nil {
+			return d[i]
+		}
+	}
+	k := setKey{id, small}
 	if fs := (*a.sets.Load())[k]; fs != nil {
 		return fs
 	}
@@ -349,7 +388,27 @@ func (a *Allocator) setFor(s driver.Stream, small bool) *freeSet {
 	a.sets.Store(&m)
 	nl := append(slices.Clip(list), fs)
 	a.setList.Store(&nl)
+	if k.stream < denseStreams {
+		i := int(k.stream<<1) | int(boolBit(small))
+		d := slices.Clone(*a.dense.Load())
+		if i >= len(d) {
+			d = append(d, make([]*freeSet, i+1-len(d))...)
+		}
+		d[i] = fs
+		a.dense.Store(&d)
+	}
 	return fs
+}
+
+// denseStreams: streams with IDs below it find their free sets by index
+// in Allocator.dense rather than by hashing; others use the map.
+const denseStreams = 1024
+
+func boolBit(b bool) uint {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Alloc returns size bytes of device memory for use on stream s. The block
@@ -451,11 +510,15 @@ func (a *Allocator) fits(b *block, rsize uint64) bool {
 
 // takeLocked takes the best fit from fs and commits it. fs.mu held.
 func (a *Allocator) takeLocked(fs *freeSet, rsize, size uint64, s driver.Stream) *block {
-	b := fs.free.lowerBound(rsize, 0)
-	if b == nil || !a.fits(b, rsize) {
+	ci, i := fs.free.find(rsize, 0)
+	if ci == len(fs.free.chunks) {
 		return nil
 	}
-	fs.free.remove(b)
+	b := fs.free.chunks[ci][i].b
+	if !a.fits(b, rsize) {
+		return nil
+	}
+	fs.free.removeAt(ci, i)
 	a.commitLocked(fs, b, rsize, size, s)
 	return b
 }
@@ -485,7 +548,8 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 		d.add(stInactiveSplitBytes, -int64(b.size))
 	}
 	if a.shouldSplit(fs, b, rsize) {
-		r := &block{ptr: b.ptr + driver.Ptr(rsize), size: b.size - rsize, seg: b.seg, prev: b, next: b.next, freedAt: b.freedAt}
+		r := fs.newBlock()
+		*r = block{ptr: b.ptr + driver.Ptr(rsize), size: b.size - rsize, seg: b.seg, prev: b, next: b.next, freedAt: b.freedAt}
 		if b.next != nil {
 			b.next.prev = r
 		} else {
@@ -757,6 +821,7 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 			}
 		}
 		b.size += n.size
+		fs.recycle(n)
 	}
 	if inactiveSplit(b) {
 		d.add(stInactiveSplit, 1)
@@ -924,17 +989,20 @@ func (a *Allocator) garbageCollect(need uint64) {
 		return
 	}
 	target := reserved + need - threshold
+	// ptr is checked again at release: a block can be merged away and
+	// recycled (freeSet.dead) between the scan and the release.
 	type cand struct {
-		b  *block
-		fs *freeSet
-		at uint64
+		b   *block
+		fs  *freeSet
+		at  uint64
+		ptr driver.Ptr
 	}
 	var cands []cand
 	for _, fs := range *a.setList.Load() {
 		fs.mu.Lock()
 		fs.free.each(func(b *block) bool {
 			if b.prev == nil && b.next == nil && b.seg.exp == nil {
-				cands = append(cands, cand{b, fs, b.freedAt})
+				cands = append(cands, cand{b, fs, b.freedAt, b.ptr})
 			}
 			return true
 		})
@@ -954,17 +1022,15 @@ func (a *Allocator) garbageCollect(need uint64) {
 		if freed >= target {
 			break
 		}
-		b, size := c.b, c.b.size
-		var hit bool
+		var size uint64
 		a.releaseSet(c.fs, func(x *block) bool {
-			if x == b {
-				hit = true
+			if x == c.b && x.ptr == c.ptr {
+				size = x.size // under c.fs.mu
+				return true
 			}
-			return x == b
+			return false
 		})
-		if hit {
-			freed += size
-		}
+		freed += size
 	}
 	if freed > 0 {
 		a.count(func(c *counters) { c.numGCReleases++ })

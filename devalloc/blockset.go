@@ -15,7 +15,10 @@ import "github.com/accelkit/accelkit/driver"
 // simpler. Not safe for concurrent use: the owning freeSet's mutex guards it.
 type blockSet struct {
 	chunks [][]setEntry
-	n      int
+	// last[i] is the key of chunks[i]'s last entry, kept inline so the
+	// chunk search reads one array instead of one cache line per chunk.
+	last []setKey2
+	n    int
 	// spare is the last chunk emptied, kept so that a set that drains and
 	// refills (the warm single-size case: take the only block, free it
 	// back) does not allocate a chunk per insert.
@@ -26,6 +29,11 @@ type blockSet struct {
 // within a few cache lines' worth of work per entry, large enough that the
 // chunk index stays short (n/chunkMax*2 entries at worst).
 const chunkMax = 128
+
+type setKey2 struct {
+	size uint64
+	ptr  driver.Ptr
+}
 
 type setEntry struct {
 	size uint64
@@ -40,11 +48,10 @@ func entryLess(e setEntry, size uint64, ptr driver.Ptr) bool {
 // chunkFor returns the first chunk whose last entry is not below the key,
 // or len(chunks).
 func (s *blockSet) chunkFor(size uint64, ptr driver.Ptr) int {
-	lo, hi := 0, len(s.chunks)
+	lo, hi := 0, len(s.last)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		c := s.chunks[m]
-		if entryLess(c[len(c)-1], size, ptr) {
+		if k := s.last[m]; k.size < size || k.size == size && k.ptr < ptr {
 			lo = m + 1
 		} else {
 			hi = m
@@ -68,12 +75,23 @@ func searchChunk(c []setEntry, size uint64, ptr driver.Ptr) int {
 
 // lowerBound returns the first block not below (size, ptr), or nil.
 func (s *blockSet) lowerBound(size uint64, ptr driver.Ptr) *block {
-	ci := s.chunkFor(size, ptr)
+	ci, i := s.find(size, ptr)
 	if ci == len(s.chunks) {
 		return nil
 	}
-	c := s.chunks[ci]
-	return c[searchChunk(c, size, ptr)].b
+	return s.chunks[ci][i].b
+}
+
+// find returns the position (chunk, index) of the first entry not below
+// (size, ptr); ci is len(chunks) when there is none. A position stays
+// valid until the set changes, so a caller can look and then removeAt
+// without searching twice.
+func (s *blockSet) find(size uint64, ptr driver.Ptr) (ci, i int) {
+	ci = s.chunkFor(size, ptr)
+	if ci == len(s.chunks) {
+		return ci, 0
+	}
+	return ci, searchChunk(s.chunks[ci], size, ptr)
 }
 
 // largest returns the largest block, or nil.
@@ -95,6 +113,7 @@ func (s *blockSet) insert(b *block) {
 			c = make([]setEntry, 0, chunkMax)
 		}
 		s.chunks = append(s.chunks, append(c, e))
+		s.last = append(s.last, setKey2{e.size, e.ptr})
 		return
 	}
 	ci := s.chunkFor(e.size, e.ptr)
@@ -108,6 +127,9 @@ func (s *blockSet) insert(b *block) {
 	c[i] = e
 	if len(c) <= chunkMax {
 		s.chunks[ci] = c
+		if i == len(c)-1 {
+			s.last[ci] = setKey2{e.size, e.ptr}
+		}
 		return
 	}
 	half := len(c) / 2
@@ -118,20 +140,31 @@ func (s *blockSet) insert(b *block) {
 	s.chunks = append(s.chunks, nil)
 	copy(s.chunks[ci+2:], s.chunks[ci+1:])
 	s.chunks[ci+1] = right
+	s.last = append(s.last, setKey2{})
+	copy(s.last[ci+1:], s.last[ci:])
+	l := c[half-1]
+	s.last[ci] = setKey2{l.size, l.ptr}
+	l = right[len(right)-1]
+	s.last[ci+1] = setKey2{l.size, l.ptr}
 }
 
 // remove deletes b, which must be in the set (its size and ptr unchanged
 // since insert); it reports whether b was found.
 func (s *blockSet) remove(b *block) bool {
-	ci := s.chunkFor(b.size, b.ptr)
+	ci, i := s.find(b.size, b.ptr)
 	if ci == len(s.chunks) {
 		return false
 	}
-	c := s.chunks[ci]
-	i := searchChunk(c, b.size, b.ptr)
-	if i == len(c) || c[i].b != b {
+	if c := s.chunks[ci]; i == len(c) || c[i].b != b {
 		return false
 	}
+	s.removeAt(ci, i)
+	return true
+}
+
+// removeAt deletes the entry at a position find returned.
+func (s *blockSet) removeAt(ci, i int) {
+	c := s.chunks[ci]
 	copy(c[i:], c[i+1:])
 	c[len(c)-1] = setEntry{}
 	c = c[:len(c)-1]
@@ -143,10 +176,15 @@ func (s *blockSet) remove(b *block) bool {
 		copy(s.chunks[ci:], s.chunks[ci+1:])
 		s.chunks[len(s.chunks)-1] = nil
 		s.chunks = s.chunks[:len(s.chunks)-1]
-		return true
+		copy(s.last[ci:], s.last[ci+1:])
+		s.last = s.last[:len(s.last)-1]
+		return
 	}
 	s.chunks[ci] = c
-	return true
+	if i == len(c) {
+		l := c[i-1]
+		s.last[ci] = setKey2{l.size, l.ptr}
+	}
 }
 
 // each calls fn for every block in order until fn returns false.
