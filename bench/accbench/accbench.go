@@ -69,8 +69,6 @@ type Suite struct {
 	Run   func(env *Env) (Output, error)
 	// Invariant suites fail the program (non-zero exit) when Run errors.
 	Invariant bool
-	// Default says whether a run with no -suite includes it.
-	Default bool
 }
 
 // Extra carries what a variant main adds, such as more progcache backends.
@@ -300,13 +298,7 @@ func suiteNames(all []Suite) []string {
 
 func selectSuites(all []Suite, list string) ([]Suite, error) {
 	if strings.TrimSpace(list) == "" {
-		var def []Suite
-		for _, s := range all {
-			if s.Default {
-				def = append(def, s)
-			}
-		}
-		return def, nil
+		return all, nil
 	}
 	var out []Suite
 	for _, name := range strings.Split(list, ",") {

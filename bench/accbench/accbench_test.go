@@ -59,7 +59,7 @@ func TestQuickRun(t *testing.T) {
 
 func TestJSONFlag(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	ok := Suite{Name: "ok", Default: true, Run: func(env *Env) (Output, error) {
+	ok := Suite{Name: "ok", Run: func(env *Env) (Output, error) {
 		return Output{Measurements: []Measurement{{Case: "c", Unit: "ns/op", Ours: 10, Base: 100, BaseName: "b"}}}, nil
 	}}
 	code := run([]string{"-json", "-count", "3", "-driver", "sim", "-out", t.TempDir()}, &stdout, &stderr, Extra{}, []Suite{ok})
@@ -78,10 +78,10 @@ func TestJSONFlag(t *testing.T) {
 
 func TestInvariantFailureExitsNonZero(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	bad := Suite{Name: "inv", Default: true, Invariant: true, Run: func(env *Env) (Output, error) {
+	bad := Suite{Name: "inv", Invariant: true, Run: func(env *Env) (Output, error) {
 		return Output{}, errors.New("leak: 512 bytes still allocated")
 	}}
-	soft := Suite{Name: "soft", Default: true, Run: func(env *Env) (Output, error) { return Output{}, errors.New("not an invariant") }}
+	soft := Suite{Name: "soft", Run: func(env *Env) (Output, error) { return Output{}, errors.New("not an invariant") }}
 	if code := run([]string{"-driver", "sim", "-out", t.TempDir()}, &stdout, &stderr, Extra{}, []Suite{soft}); code != 0 {
 		t.Errorf("a failing non-invariant suite gave exit %d", code)
 	}

@@ -92,7 +92,7 @@ func newAlloc(env *Env, conf string) (*devalloc.Allocator, error) {
 
 func devallocSuite() Suite {
 	return Suite{
-		Name: "devalloc", Title: "caching device allocator vs passthrough (cuMemAlloc/sim malloc per request)", Default: true,
+		Name: "devalloc", Title: "caching device allocator vs passthrough (cuMemAlloc/sim malloc per request)",
 		Run: func(env *Env) (Output, error) {
 			var out Output
 			ops := 20000
@@ -288,7 +288,7 @@ func replayThrough(env *Env, events []trace.Event, conf string) (replayResult, e
 
 func replaySuite() Suite {
 	return Suite{
-		Name: "replay", Title: "allocation traces (RMM logging CSV) through devalloc plain, expandable and passthrough", Default: true,
+		Name: "replay", Title: "allocation traces (RMM logging CSV) through devalloc plain, expandable and passthrough",
 		Run: func(env *Env) (Output, error) {
 			var out Output
 			traces := []struct {
@@ -372,7 +372,7 @@ func writeTrace(path string, events []trace.Event) error {
 // 95% of reserved, and the cache is hit.
 func churnInvariantsSuite() Suite {
 	return Suite{
-		Name: "churn-invariants", Title: "allocator storm with invariant checks (non-zero exit on failure)", Default: true, Invariant: true,
+		Name: "churn-invariants", Title: "allocator storm with invariant checks (non-zero exit on failure)", Invariant: true,
 		Run: func(env *Env) (Output, error) {
 			var out Output
 			ops := 5000

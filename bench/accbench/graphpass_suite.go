@@ -11,7 +11,7 @@ import (
 
 func graphpassSuite() Suite {
 	return Suite{
-		Name: "graphpass", Title: "GraphDef decode + pin-host-compute + encode of a generated graph", Default: true,
+		Name: "graphpass", Title: "GraphDef decode + pin-host-compute + encode of a generated graph",
 		Run: func(env *Env) (Output, error) {
 			var out Output
 			nodes := 100_000

@@ -14,7 +14,7 @@ import (
 
 func hostpinSuite() Suite {
 	return Suite{
-		Name: "hostpin", Title: "pinned host allocation: cached vs fresh driver HostAlloc", Default: true,
+		Name: "hostpin", Title: "pinned host allocation: cached vs fresh driver HostAlloc",
 		Run: func(env *Env) (Output, error) {
 			var out Output
 			a, err := hostpin.New(env.Dev, hostpin.Options{})
@@ -102,7 +102,7 @@ func sizeName(n int) string {
 // driver's synchronous copy of the same memory, per size.
 func h2dSuite() Suite {
 	return Suite{
-		Name: "h2d", Title: "host-to-device: staged through pinned chunks vs the driver's pageable copy", Default: true,
+		Name: "h2d", Title: "host-to-device: staged through pinned chunks vs the driver's pageable copy",
 		Run: func(env *Env) (Output, error) {
 			var out Output
 			a, err := hostpin.New(env.Dev, hostpin.Options{})

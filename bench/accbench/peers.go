@@ -96,7 +96,6 @@ func lastLines(s string, n int) string {
 // the unit conversion, and the goal judged on the ratio.
 type peerTarget struct {
 	suite, ours string
-	scale       float64 // multiply the peer's value into our row's unit
 	goal        string
 	goalOK      func(r report.Row) bool
 }
@@ -106,30 +105,30 @@ func targetFor(r peerRecord) (peerTarget, bool) {
 	parity := func(r report.Row) bool { return r.Ratio >= 1 }
 	switch {
 	case r.Peer == "torch" && r.Case == "device_pool":
-		return peerTarget{"devalloc", hitPathCase, 1, "<= 0.5x PyTorch", half}, true
+		return peerTarget{"devalloc", hitPathCase, "<= 0.5x PyTorch", half}, true
 	case r.Peer == "torch" && r.Case == "device_warm":
-		return peerTarget{"devalloc", warmCase(uint64(r.Size)), 1, "", nil}, true
+		return peerTarget{"devalloc", warmCase(uint64(r.Size)), "", nil}, true
 	case r.Peer == "torch" && r.Case == "host_pair":
-		return peerTarget{"hostpin", "alloc+free " + sizeName(r.Size), 1, "<= PyTorch", parity}, true
+		return peerTarget{"hostpin", "alloc+free " + sizeName(r.Size), "<= PyTorch", parity}, true
 	case r.Peer == "torch" && r.Case == "trace":
 		mode := "plain"
 		if r.Config == "expandable" {
 			mode = "expandable"
 		}
 		name := strings.TrimSuffix(r.Trace, ".csv")
-		return peerTarget{"replay", fmt.Sprintf("%s: peak reserved / peak allocated, %s", name, mode), 1, "", nil}, true
+		return peerTarget{"replay", fmt.Sprintf("%s: peak reserved / peak allocated, %s", name, mode), "", nil}, true
 	case r.Peer == "cuda.core":
 		switch r.Case {
 		case "inmemory_put":
-			return peerTarget{"progcache", "memory put 64 KiB", 1, "", nil}, true
+			return peerTarget{"progcache", "memory put 64 KiB", "", nil}, true
 		case "inmemory_get":
-			return peerTarget{"progcache", "memory get hit 64 KiB", 1, "", nil}, true
+			return peerTarget{"progcache", "memory get hit 64 KiB", "", nil}, true
 		case "filestream_put":
-			return peerTarget{"progcache", "filestream put 64 KiB", 1, "<= 0.5x cuda.core", half}, true
+			return peerTarget{"progcache", "filestream put 64 KiB", "<= 0.5x cuda.core", half}, true
 		case "filestream_get":
-			return peerTarget{"progcache", "filestream get hit 64 KiB", 1, "<= 0.5x cuda.core", half}, true
+			return peerTarget{"progcache", "filestream get hit 64 KiB", "<= 0.5x cuda.core", half}, true
 		case "make_program_cache_key":
-			return peerTarget{"progcache", "MakeKey " + sizeName(r.Source) + " source", 1, "", nil}, true
+			return peerTarget{"progcache", "MakeKey " + sizeName(r.Source) + " source", "", nil}, true
 		}
 	}
 	return peerTarget{}, false
@@ -163,8 +162,8 @@ func mergePeers(res *report.Results, recs []peerRecord) {
 			extra.Rows = append(extra.Rows, report.Row{Case: label + " " + c, Unit: r.Unit, Ours: report.NewStat(r.Value)})
 			continue
 		}
-		v := r.Value * t.scale
-		if r.Peer == "torch" && r.Case == "trace" {
+		v := r.Value
+		if r.Case == "trace" { // the figure a trace replay compares is its fragmentation ratio
 			v = r.Ratio
 		}
 		st := report.NewStat(v)

@@ -45,7 +45,7 @@ var cudaCoreAnchorUS = map[string][2]float64{ // backend -> {put, get}
 
 func progcacheSuite() Suite {
 	return Suite{
-		Name: "progcache", Title: "program caches: get hit and put of 64 KiB, MakeKey, GetOrCompile", Default: true,
+		Name: "progcache", Title: "program caches: get hit and put of 64 KiB, MakeKey, GetOrCompile",
 		Run: func(env *Env) (Output, error) {
 			var out Output
 			ctx := env.Ctx

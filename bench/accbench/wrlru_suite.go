@@ -19,7 +19,7 @@ type keyObj struct{ id [8]int64 }
 
 func wrlruSuite() Suite {
 	return Suite{
-		Name: "wrlru", Title: "weak-keyed LRU hits vs golang-lru/v2", Default: true,
+		Name: "wrlru", Title: "weak-keyed LRU hits vs golang-lru/v2",
 		Run: func(env *Env) (Output, error) {
 			var out Output
 			const nkeys = 1024

@@ -1,7 +1,6 @@
 package release
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -134,8 +133,4 @@ func loadModule(dir, path string) (*apidiff.Module, error) {
 }
 
 // String formats the report for people.
-func (rep *APIReport) String() string {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s: %s", rep.Module, rep.Verdict)
-	return b.String()
-}
+func (rep *APIReport) String() string { return rep.Module + ": " + rep.Verdict }
