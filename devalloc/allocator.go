@@ -53,26 +53,24 @@ package devalloc
 //   the end of each range. Devices without VMM fall back to plain segments
 //   and Stats says so.
 //
-// Concurrency. The state is split so that streams and frees do not
-// serialise on one lock:
-//   - freeSet.mu (one per (stream, pool)) guards that set's free blocks and
-//     every block and segment of its segments: states, sizes, neighbour
-//     links. A block is taken from the free set and committed as allocated
-//     (including its entry in the pointer map) in one critical section.
-//   - shard.mu (64 shards by address) guards the pointer -> block map and
-//     the noted streams of live blocks.
-//   - statsMu guards the counters; every change of a block's state and the
-//     matching counter change happen under the same freeSet lock, so a
-//     Snapshot that holds every lock sees blocks and stats agree.
-//   - history.mu guards the trace ring buffer.
-//   - setsMu serialises creating a freeSet and Snapshot; lookups read an
-//     atomically published slice (small stream IDs) or map, both
-//     copy-on-write.
-// Lock order: setsMu -> freeSet.mu (in creation order; at most one held,
-// except by Snapshot, which takes them all in that order) -> shard.mu ->
-// statsMu -> history.mu. Driver calls (Malloc, Free, VMM) may be made under
-// one freeSet.mu; event callbacks (evpool.Deferred) run with no allocator
-// lock held.
+// Concurrency. One mutex, Allocator.mu, guards the free sets, every block
+// and segment, the pointer -> block map and the counters, so a cache hit
+// or a free is exactly one critical section (one lock pair), and a
+// Snapshot under that lock sees blocks and stats agree. This is PyTorch's
+// choice too, for the same reason: a hit is ~100 ns of work, and the
+// earlier design here (a lock per (stream, pool), 64 pointer-map shards and
+// a stats lock: three lock pairs per operation, since exact peak stats
+// need one global order anyway) spent more on the extra atomics than it
+// gained. Unlike PyTorch, the plain-segment grow path drops the lock
+// around the driver's Malloc (~45 us on an H100) and the release path
+// waits for streams and calls the driver's Free outside it, so one
+// stream's miss does not stall every other stream's hits.
+//   - history.mu guards the trace ring buffer (a leaf).
+//   - setsMu serialises creating a freeSet; lookups read an atomically
+//     published slice (small stream IDs) or map, both copy-on-write.
+// Lock order: setsMu -> mu -> history.mu. Expandable-segment growth and
+// shrink call the VMM driver API under mu. Event callbacks
+// (evpool.Deferred) run with no allocator lock held.
 
 import (
 	"errors"
@@ -107,9 +105,6 @@ const (
 	// sent to the driver: no device has a petabyte, and the rounding
 	// arithmetic stays far from overflow.
 	maxRequest = 1 << 50
-	// numShards of the pointer map: enough that 8-16 goroutines rarely
-	// meet on one shard lock; a power of two so the index is a shift.
-	numShards = 64
 )
 
 // ErrClosed is returned by every method after Close.
@@ -123,8 +118,7 @@ const (
 	statePendingFree // freed by the caller, waiting for noted streams
 )
 
-// block is a piece of a segment. Guarded by its segment's freeSet.mu,
-// except uses (shard.mu while the block is in the pointer map).
+// block is a piece of a segment. Guarded by Allocator.mu.
 type block struct {
 	ptr         driver.Ptr
 	size        uint64
@@ -135,6 +129,7 @@ type block struct {
 	allocStream driver.Stream
 	uses        []driver.Stream
 	freedAt     uint64 // allocator clock (misses) when last freed, for GC
+	hidx        int32  // position in its free-set class heap while free
 }
 
 // segment is one driver allocation, or one expandable virtual range.
@@ -151,11 +146,9 @@ type setKey struct {
 	small  bool
 }
 
-// freeSet is the cache of one (stream, pool). Its mu guards everything in
-// it and every block of its segments (see the note at the top).
+// freeSet is the cache of one (stream, pool). Guarded by Allocator.mu.
 type freeSet struct {
-	mu     sync.Mutex
-	idx    int // position in lock order
+	idx    int // position in creation order
 	stream driver.Stream
 	small  bool
 	free   blockSet
@@ -173,7 +166,7 @@ type freeSet struct {
 // busy set, small enough that a set that shrank holds little garbage.
 const maxDeadBlocks = 64
 
-// newBlock returns a recycled block, or a new one. fs.mu held.
+// newBlock returns a recycled block, or a new one. a.mu held.
 func (fs *freeSet) newBlock() *block {
 	if n := len(fs.dead); n > 0 {
 		b := fs.dead[n-1]
@@ -184,7 +177,7 @@ func (fs *freeSet) newBlock() *block {
 	return new(block)
 }
 
-// recycle keeps b, just merged away, for a later split. fs.mu held.
+// recycle keeps b, just merged away, for a later split. a.mu held.
 func (fs *freeSet) recycle(b *block) {
 	if len(fs.dead) < maxDeadBlocks {
 		*b = block{}
@@ -192,21 +185,14 @@ func (fs *freeSet) recycle(b *block) {
 	}
 }
 
-type shard struct {
-	mu sync.Mutex
-	m  map[driver.Ptr]*block
-	_  [40]byte // keep neighbouring shard locks off one cache line
-}
-
 // Allocator is a caching device allocator for one device. It is safe for
 // concurrent use by any number of goroutines, except Close, which must not
 // run concurrently with other calls.
 //
-// Locking rule (detailed in the note at the top of allocator.go): one
-// mutex per (stream, pool) free set guards its blocks and segments; a
-// sharded map guards pointer lookups; statsMu and the history lock are
-// leaves. Lock order: setsMu -> freeSet.mu (creation order) -> shard.mu ->
-// statsMu -> history.mu.
+// Locking rule (detailed in the note at the top of allocator.go): mu
+// guards free sets, blocks, segments, the pointer map and the counters;
+// no driver call on the hit path and none for plain segments is made under
+// it. Lock order: setsMu -> mu -> history.mu.
 type Allocator struct {
 	dev         driver.Device
 	cfg         Config
@@ -226,10 +212,9 @@ type Allocator struct {
 	setList atomic.Pointer[[]*freeSet] // creation order
 	dense   atomic.Pointer[[]*freeSet] // index stream ID*2+small, IDs < denseStreams; copy-on-write like sets
 
-	shards [numShards]shard
-
-	statsMu sync.Mutex
-	st      counters
+	mu   sync.Mutex
+	ptrs ptrTable // live blocks by address
+	st   counters
 
 	reserved atomic.Uint64 // bytes reserved from the device (limit accounting)
 	limit    atomic.Uint64 // 0: no limit
@@ -275,9 +260,6 @@ func New(dev driver.Device, cfg Config) (*Allocator, error) {
 	}
 	a.evs = evpool.NewPool(dev)
 	a.def = evpool.NewDeferred(a.evs)
-	for i := range a.shards {
-		a.shards[i].m = map[driver.Ptr]*block{}
-	}
 	empty := map[setKey]*freeSet{}
 	a.sets.Store(&empty)
 	a.setList.Store(&[]*freeSet{})
@@ -293,10 +275,6 @@ func (a *Allocator) Device() driver.Device { return a.dev }
 
 // Config returns the configuration the allocator was created with.
 func (a *Allocator) Config() Config { return a.cfg }
-
-func (a *Allocator) shard(p driver.Ptr) *shard {
-	return &a.shards[(uint64(p)>>9*0x9E3779B97F4A7C15)>>(64-6)]
-}
 
 func (a *Allocator) checkStream(s driver.Stream, op string) error {
 	if s == nil {
@@ -438,9 +416,9 @@ func (a *Allocator) Alloc(size uint64, s driver.Stream) (driver.Ptr, error) {
 	rsize := a.roundSize(size)
 	small := rsize <= kSmallSize
 	fs := a.setFor(s, small)
-	fs.mu.Lock()
+	a.mu.Lock()
 	b := a.takeLocked(fs, rsize, size, s)
-	fs.mu.Unlock()
+	a.mu.Unlock()
 	if b != nil {
 		return b.ptr, nil
 	}
@@ -483,8 +461,8 @@ func (a *Allocator) allocSlow(fs *freeSet, rsize, size uint64, s driver.Stream) 
 }
 
 func (a *Allocator) takeOrGrow(fs *freeSet, rsize, size uint64, s driver.Stream) (*block, error) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if b := a.takeLocked(fs, rsize, size, s); b != nil {
 		return b, nil
 	}
@@ -508,17 +486,13 @@ func (a *Allocator) fits(b *block, rsize uint64) bool {
 	return true
 }
 
-// takeLocked takes the best fit from fs and commits it. fs.mu held.
+// takeLocked takes the best fit from fs and commits it. a.mu held.
 func (a *Allocator) takeLocked(fs *freeSet, rsize, size uint64, s driver.Stream) *block {
-	ci, i := fs.free.find(rsize, 0)
-	if ci == len(fs.free.chunks) {
+	b := fs.free.best(rsize)
+	if b == nil || !a.fits(b, rsize) {
 		return nil
 	}
-	b := fs.free.chunks[ci][i].b
-	if !a.fits(b, rsize) {
-		return nil
-	}
-	fs.free.removeAt(ci, i)
+	fs.free.remove(b)
 	a.commitLocked(fs, b, rsize, size, s)
 	return b
 }
@@ -539,13 +513,12 @@ func (a *Allocator) shouldSplit(fs *freeSet, b *block, rsize uint64) bool {
 
 // commitLocked marks b (already out of the free set) allocated for a
 // request, splitting off the remainder, and publishes it in the pointer
-// map. fs.mu held.
+// map. a.mu held.
 func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s driver.Stream) {
-	var d delta
-	d.pool = poolIdx(fs.small)
+	c, pool := &a.st, poolIdx(fs.small)
 	if inactiveSplit(b) {
-		d.add(stInactiveSplit, -1)
-		d.add(stInactiveSplitBytes, -int64(b.size))
+		c.dec(stInactiveSplit, pool, 1)
+		c.dec(stInactiveSplitBytes, pool, int64(b.size))
 	}
 	if a.shouldSplit(fs, b, rsize) {
 		r := fs.newBlock()
@@ -559,38 +532,38 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 		b.size = rsize
 		fs.free.insert(r)
 		if inactiveSplit(r) {
-			d.add(stInactiveSplit, 1)
-			d.add(stInactiveSplitBytes, int64(r.size))
+			c.inc(stInactiveSplit, pool, 1)
+			c.inc(stInactiveSplitBytes, pool, int64(r.size))
 		}
 	}
 	b.state = stateAllocated
 	b.requested = size
 	b.allocStream = s
-	d.add(stAllocation, 1)
-	d.add(stAllocatedBytes, int64(b.size))
-	d.add(stRequestedBytes, int64(size))
-	d.add(stActive, 1)
-	d.add(stActiveBytes, int64(b.size))
+	c.inc(stAllocation, pool, 1)
+	c.inc(stAllocatedBytes, pool, int64(b.size))
+	c.inc(stRequestedBytes, pool, int64(size))
+	c.inc(stActive, pool, 1)
+	c.inc(stActiveBytes, pool, int64(b.size))
 	if a.maxSplit != 0 && b.size >= a.maxSplit {
-		d.oversizeAlloc = 1
+		c.oversizeAllocations.add(1)
 	}
-	d.allocs = 1
-	d.largest = b.size
-	sh := a.shard(b.ptr)
-	sh.mu.Lock()
-	sh.m[b.ptr] = b
-	sh.mu.Unlock()
-	a.apply(&d)
+	c.numAllocs++
+	c.largestAlloc = max(c.largestAlloc, b.size)
+	a.ptrs.put(b.ptr, b)
 	if a.hist != nil {
 		a.hist.add(actAlloc, b.ptr, b.size, s.ID())
 	}
 }
 
 // growLocked creates a plain segment for the request and commits a block
-// from it. fs.mu held.
+// from it. a.mu held, but released around the driver call: nothing refers
+// to the new segment until it is published below, and a concurrent miss
+// on the same set at worst grows the cache by one more segment.
 func (a *Allocator) growLocked(fs *freeSet, rsize, size uint64, s driver.Stream) (*block, error) {
 	segSize := allocationSize(rsize)
+	a.mu.Unlock()
 	p, err := a.deviceMalloc(segSize)
+	a.mu.Lock()
 	if err != nil {
 		return nil, err
 	}
@@ -656,41 +629,37 @@ func (a *Allocator) Free(p driver.Ptr) error {
 	if a.closed.Load() {
 		return ErrClosed
 	}
-	sh := a.shard(p)
-	sh.mu.Lock()
-	b := sh.m[p]
+	a.mu.Lock()
+	b := a.ptrs.del(p)
 	if b == nil {
-		sh.mu.Unlock()
+		a.mu.Unlock()
 		return fmt.Errorf("devalloc: free %v: not a live allocation of this allocator (unknown pointer or double free): %w", p, driver.ErrInvalidPointer)
 	}
-	delete(sh.m, p)
 	uses := b.uses
 	b.uses = nil
-	sh.mu.Unlock()
 	if b.seg == nil {
+		a.mu.Unlock()
 		return a.freePassthrough(b, uses)
 	}
 	fs := b.seg.set
-	streams := waitStreams(fs.stream, b.allocStream, uses)
 	if a.hist != nil {
 		a.hist.add(actFreeRequested, b.ptr, b.size, b.allocStream.ID())
 	}
+	streams := waitStreams(fs.stream, b.allocStream, uses)
 	if len(streams) == 0 {
-		fs.mu.Lock()
 		a.freeLocked(fs, b)
-		fs.mu.Unlock()
+		a.mu.Unlock()
 		return nil
 	}
-	fs.mu.Lock()
 	a.markPendingLocked(fs, b, true)
-	fs.mu.Unlock()
+	a.mu.Unlock()
 	a.pending.Add(1)
 	err := a.def.Defer(streams, func(error) {
 		// A stream error means the work that used the block failed;
 		// the block is no longer in use either way.
-		fs.mu.Lock()
+		a.mu.Lock()
 		a.freeLocked(fs, b)
-		fs.mu.Unlock()
+		a.mu.Unlock()
 		a.pending.Add(-1)
 	})
 	if err == nil {
@@ -704,19 +673,15 @@ func (a *Allocator) Free(p driver.Ptr) error {
 			syncErr = errors.Join(syncErr, e)
 		}
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if syncErr == nil {
-		fs.mu.Lock()
 		a.freeLocked(fs, b)
-		fs.mu.Unlock()
 		return nil
 	}
-	fs.mu.Lock()
 	a.markPendingLocked(fs, b, false)
-	fs.mu.Unlock()
-	sh.mu.Lock()
 	b.uses = uses
-	sh.m[p] = b
-	sh.mu.Unlock()
+	a.ptrs.put(p, b)
 	return fmt.Errorf("devalloc: free %v: cannot order reuse after streams %v: %w", p, streamIDs(streams), errors.Join(err, syncErr))
 }
 
@@ -754,7 +719,7 @@ func streamIDs(ss []driver.Stream) []uint64 {
 }
 
 // markPendingLocked moves b between allocated and pending free (undo with
-// pending false). fs.mu held.
+// pending false). a.mu held.
 func (a *Allocator) markPendingLocked(fs *freeSet, b *block, pending bool) {
 	sign := int64(1)
 	if pending {
@@ -775,20 +740,19 @@ func (a *Allocator) markPendingLocked(fs *freeSet, b *block, pending bool) {
 }
 
 // freeLocked returns an allocated or pending block to the free set, merging
-// it with free neighbours. fs.mu held.
+// it with free neighbours. a.mu held.
 func (a *Allocator) freeLocked(fs *freeSet, b *block) {
-	var d delta
-	d.pool = poolIdx(fs.small)
+	c, pool := &a.st, poolIdx(fs.small)
 	if b.state == stateAllocated {
-		d.add(stAllocation, -1)
-		d.add(stAllocatedBytes, -int64(b.size))
-		d.add(stRequestedBytes, -int64(b.requested))
+		c.dec(stAllocation, pool, 1)
+		c.dec(stAllocatedBytes, pool, int64(b.size))
+		c.dec(stRequestedBytes, pool, int64(b.requested))
 		if a.maxSplit != 0 && b.size >= a.maxSplit {
-			d.oversizeAlloc = -1
+			c.oversizeAllocations.add(-1)
 		}
 	}
-	d.add(stActive, -1)
-	d.add(stActiveBytes, -int64(b.size))
+	c.dec(stActive, pool, 1)
+	c.dec(stActiveBytes, pool, int64(b.size))
 	ptr, size, stream := b.ptr, b.size, b.allocStream
 	b.state = stateFree
 	b.uses = nil
@@ -800,8 +764,8 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 			continue
 		}
 		if inactiveSplit(n) {
-			d.add(stInactiveSplit, -1)
-			d.add(stInactiveSplitBytes, -int64(n.size))
+			c.dec(stInactiveSplit, pool, 1)
+			c.dec(stInactiveSplitBytes, pool, int64(n.size))
 		}
 		fs.free.remove(n)
 		if n == b.prev {
@@ -824,11 +788,10 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 		fs.recycle(n)
 	}
 	if inactiveSplit(b) {
-		d.add(stInactiveSplit, 1)
-		d.add(stInactiveSplitBytes, int64(b.size))
+		c.inc(stInactiveSplit, pool, 1)
+		c.inc(stInactiveSplitBytes, pool, int64(b.size))
 	}
 	fs.free.insert(b)
-	a.apply(&d)
 	if a.hist != nil {
 		var sid uint64
 		if stream != nil {
@@ -853,10 +816,9 @@ func (a *Allocator) RecordStream(p driver.Ptr, s driver.Stream) error {
 	if a.closed.Load() {
 		return ErrClosed
 	}
-	sh := a.shard(p)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	b := sh.m[p]
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b := a.ptrs.get(p)
 	if b == nil {
 		return fmt.Errorf("devalloc: record stream %d on %v: not a live allocation of this allocator: %w", s.ID(), p, driver.ErrInvalidPointer)
 	}
@@ -925,8 +887,16 @@ func (a *Allocator) releaseAll() error {
 
 // releaseSet releases fs's cached whole plain segments (those pick accepts,
 // all when pick is nil) and the free tail pages of its expandable range.
+//
+// A block freed on its own stream is reusable at once, but work queued on
+// that stream may still touch it: the stream is synchronised before the
+// memory goes back to the device (cudaFree synchronises likewise). A
+// failed stream's work will never run, so its error is no reason to keep
+// the memory. Plain victims leave the free set under mu, so no one can take
+// them, and the wait and the driver's Free happen after it is released;
+// the expandable range is unmapped under mu, after the wait.
 func (a *Allocator) releaseSet(fs *freeSet, pick func(b *block) bool) error {
-	fs.mu.Lock()
+	a.mu.Lock()
 	var victims []*block
 	fs.free.each(func(b *block) bool {
 		if b.prev == nil && b.next == nil && b.seg.exp == nil && (pick == nil || pick(b)) {
@@ -934,14 +904,6 @@ func (a *Allocator) releaseSet(fs *freeSet, pick func(b *block) bool) error {
 		}
 		return true
 	})
-	if len(victims) > 0 || (pick == nil && fs.exp != nil) {
-		// A block freed on its own stream is reusable at once, but work
-		// queued on that stream may still touch it: wait for it before the
-		// memory goes back to the device (cudaFree synchronises likewise).
-		// A failed stream's work will never run, so its error is no reason
-		// to keep the memory.
-		fs.stream.Synchronize()
-	}
 	var d delta
 	d.pool = poolIdx(fs.small)
 	for _, b := range victims {
@@ -956,12 +918,16 @@ func (a *Allocator) releaseSet(fs *freeSet, pick func(b *block) bool) error {
 	a.apply(&d)
 	var err error
 	if pick == nil && fs.exp != nil {
+		fs.stream.Synchronize()
 		err = a.shrinkExpandableLocked(fs)
 	}
-	fs.mu.Unlock()
+	a.mu.Unlock()
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if len(victims) > 0 {
+		fs.stream.Synchronize()
 	}
 	for _, b := range victims {
 		if e := a.dev.Free(b.ptr); e != nil {
@@ -998,16 +964,16 @@ func (a *Allocator) garbageCollect(need uint64) {
 		ptr driver.Ptr
 	}
 	var cands []cand
+	a.mu.Lock()
 	for _, fs := range *a.setList.Load() {
-		fs.mu.Lock()
 		fs.free.each(func(b *block) bool {
 			if b.prev == nil && b.next == nil && b.seg.exp == nil {
 				cands = append(cands, cand{b, fs, b.freedAt, b.ptr})
 			}
 			return true
 		})
-		fs.mu.Unlock()
 	}
+	a.mu.Unlock()
 	slices.SortStableFunc(cands, func(x, y cand) int {
 		switch {
 		case x.at < y.at:
@@ -1025,7 +991,7 @@ func (a *Allocator) garbageCollect(need uint64) {
 		var size uint64
 		a.releaseSet(c.fs, func(x *block) bool {
 			if x == c.b && x.ptr == c.ptr {
-				size = x.size // under c.fs.mu
+				size = x.size // under a.mu
 				return true
 			}
 			return false
@@ -1044,21 +1010,18 @@ func (a *Allocator) takeCross(own *freeSet, rsize, size uint64, s driver.Stream)
 		if fs == own || fs.small != own.small || fs.stream.ID() == s.ID() {
 			continue
 		}
-		fs.mu.Lock()
+		a.mu.Lock()
 		b := a.takeLocked(fs, rsize, size, s)
-		fs.mu.Unlock()
+		a.mu.Unlock()
 		if b == nil {
 			continue
 		}
 		if err := a.orderAfter(s, fs.stream); err != nil {
 			// The taker never used the block: give it straight back.
-			sh := a.shard(b.ptr)
-			sh.mu.Lock()
-			delete(sh.m, b.ptr)
-			sh.mu.Unlock()
-			fs.mu.Lock()
+			a.mu.Lock()
+			a.ptrs.del(b.ptr)
 			a.freeLocked(fs, b)
-			fs.mu.Unlock()
+			a.mu.Unlock()
 			return nil
 		}
 		a.count(func(c *counters) { c.numCrossStreamReuse++ })
@@ -1097,7 +1060,10 @@ func (a *Allocator) Close() error {
 	}
 	for _, fs := range *a.setList.Load() {
 		fs.stream.Synchronize() // as in releaseSet; errors change nothing here
-		fs.mu.Lock()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, fs := range *a.setList.Load() {
 		for seg := range fs.segs {
 			if seg.exp != nil {
 				errs = append(errs, a.unmapAllLocked(fs, seg))
@@ -1111,22 +1077,16 @@ func (a *Allocator) Close() error {
 		clear(fs.segs)
 		fs.exp = nil
 		fs.free = blockSet{}
-		fs.mu.Unlock()
 	}
-	for i := range a.shards {
-		sh := &a.shards[i]
-		sh.mu.Lock()
-		if a.passthrough {
-			for p, b := range sh.m {
-				if err := a.dev.Free(p); err != nil {
-					errs = append(errs, err)
-				}
-				a.unreserve(b.size)
+	if a.passthrough {
+		a.ptrs.all(func(p driver.Ptr, b *block) {
+			if err := a.dev.Free(p); err != nil {
+				errs = append(errs, err)
 			}
-		}
-		clear(sh.m)
-		sh.mu.Unlock()
+			a.unreserve(b.size)
+		})
 	}
+	a.ptrs.clear()
 	if err := a.evs.Close(); err != nil {
 		errs = append(errs, err)
 	}
@@ -1177,10 +1137,9 @@ func (a *Allocator) allocPassthrough(size uint64, s driver.Stream) (driver.Ptr, 
 		d.add(k, int64(size))
 	}
 	d.deviceAllocs, d.allocs, d.largest = 1, 1, size
-	sh := a.shard(p)
-	sh.mu.Lock()
-	sh.m[p] = b
-	sh.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.ptrs.put(p, b)
 	a.apply(&d)
 	if a.hist != nil {
 		a.hist.add(actSegmentAlloc, p, size, s.ID())
@@ -1210,6 +1169,8 @@ func (a *Allocator) freePassthrough(b *block, uses []driver.Stream) error {
 		d.add(k, -int64(b.size))
 	}
 	d.deviceFrees = 1
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	a.apply(&d)
 	if a.hist != nil {
 		a.hist.add(actFreeRequested, b.ptr, b.size, b.allocStream.ID())
@@ -1219,10 +1180,9 @@ func (a *Allocator) freePassthrough(b *block, uses []driver.Stream) error {
 }
 
 func (a *Allocator) restore(b *block, uses []driver.Stream, err error) error {
-	sh := a.shard(b.ptr)
-	sh.mu.Lock()
+	a.mu.Lock()
 	b.uses = uses
-	sh.m[b.ptr] = b
-	sh.mu.Unlock()
+	a.ptrs.put(b.ptr, b)
+	a.mu.Unlock()
 	return err
 }

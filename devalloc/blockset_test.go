@@ -10,18 +10,33 @@ import (
 )
 
 // TestBlockSetMatchesSorted drives a blockSet through random inserts,
-// removes and best-fit takes (find+removeAt) across chunk splits and
-// drains, and checks it against a sorted slice after every step.
+// removes and best-fit takes, and checks it against a sorted slice after
+// every step: the best fit is the first block of the sorted order not
+// below the request, and iteration and largest agree with that order.
 func TestBlockSetMatchesSorted(t *testing.T) {
+	const mib = 1 << 20
 	for _, tc := range []struct {
 		name    string
-		sizes   uint64 // distinct sizes drawn from
+		size    func(r *rand.Rand) uint64
 		ops     int
-		inserts int // out of 10 ops; above 5 the set grows (chunk splits)
+		inserts int // out of 10 ops; above 5 the set grows
 	}{
-		{"fewSizes", 4, 5000, 6},
-		{"manySizes", 1 << 20, 5000, 6},
-		{"drainRefill", 2, 600, 5},
+		{"fewSizes", func(r *rand.Rand) uint64 { return 512 * (1 + r.Uint64N(4)) }, 5000, 6},
+		{"manySmall", func(r *rand.Rand) uint64 { return 512 * (1 + r.Uint64N(4096)) }, 5000, 6},
+		// Sizes spanning every bitmap level and the sorted list above
+		// 128 MiB, with boundaries of leaf words, mid words and the limit.
+		{"allLevels", func(r *rand.Rand) uint64 {
+			switch r.IntN(4) {
+			case 0:
+				edges := []uint64{512, 64 * 512, 65 * 512, 4096 * 512, 4097 * 512,
+					bucketedLimit - 512, bucketedLimit, bucketedLimit + 512, 512 * mib}
+				return edges[r.IntN(len(edges))]
+			case 1:
+				return 512 * (1 + r.Uint64N(1<<19)) // up to 256 MiB
+			}
+			return 512 * (1 + r.Uint64N(1<<12)) << r.IntN(8)
+		}, 8000, 6},
+		{"drainRefill", func(r *rand.Rand) uint64 { return 512 * (1 + r.Uint64N(2)) }, 600, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(1, uint64(tc.ops)))
@@ -31,12 +46,14 @@ func TestBlockSetMatchesSorted(t *testing.T) {
 			less := func(x, y *block) int {
 				return cmp.Or(cmp.Compare(x.size, y.size), cmp.Compare(x.ptr, y.ptr))
 			}
-			maxChunks := 0
+			maxLen := 0
 			for op := range tc.ops {
 				switch k := r.IntN(10); {
 				case k < tc.inserts || len(ref) == 0:
+					// Addresses not monotonic in insert order, so heaps
+					// see inserts below their minimum.
 					next += 512
-					b := &block{ptr: next, size: 512 * (1 + r.Uint64N(tc.sizes))}
+					b := &block{ptr: next ^ driver.Ptr(r.Uint64N(1<<8)<<40), size: tc.size(r)}
 					s.insert(b)
 					ref = append(ref, b)
 					slices.SortFunc(ref, less)
@@ -45,39 +62,64 @@ func TestBlockSetMatchesSorted(t *testing.T) {
 					if !s.remove(ref[i]) {
 						t.Fatalf("op %d: remove of a member failed", op)
 					}
+					if s.remove(ref[i]) {
+						t.Fatalf("op %d: second remove of a block succeeded", op)
+					}
 					ref = slices.Delete(ref, i, i+1)
 				default:
-					want := 512 * (1 + r.Uint64N(tc.sizes))
-					ci, i := s.find(want, 0)
+					want := tc.size(r)
+					got := s.best(want)
 					j, _ := slices.BinarySearchFunc(ref, want, func(b *block, w uint64) int { return cmp.Compare(b.size, w) })
 					if j == len(ref) {
-						if ci != len(s.chunks) {
-							t.Fatalf("op %d: find(%d) found a block, want none", op, want)
+						if got != nil {
+							t.Fatalf("op %d: best(%d) = %d bytes, want none", op, want, got.size)
 						}
 						continue
 					}
-					if ci == len(s.chunks) || s.chunks[ci][i].b != ref[j] {
-						t.Fatalf("op %d: find(%d) is not the best fit", op, want)
+					if got != ref[j] {
+						t.Fatalf("op %d: best(%d) is not the best fit", op, want)
 					}
-					s.removeAt(ci, i)
+					s.remove(got)
 					ref = slices.Delete(ref, j, j+1)
 				}
-				if s.n != len(ref) || len(s.last) != len(s.chunks) {
-					t.Fatalf("op %d: n=%d chunks=%d last=%d, want n=%d", op, s.n, len(s.chunks), len(s.last), len(ref))
+				if s.n != len(ref) {
+					t.Fatalf("op %d: n=%d, want %d", op, s.n, len(ref))
 				}
-				maxChunks = max(maxChunks, len(s.chunks))
-				var got []*block
-				s.each(func(b *block) bool { got = append(got, b); return true })
-				if !slices.Equal(got, ref) {
-					t.Fatalf("op %d: set order differs from sorted reference", op)
-				}
-				for ci, c := range s.chunks {
-					if len(c) == 0 || len(c) > chunkMax || s.last[ci] != (setKey2{c[len(c)-1].size, c[len(c)-1].ptr}) {
-						t.Fatalf("op %d: chunk %d: len %d, last key %v stale", op, ci, len(c), s.last[ci])
+				maxLen = max(maxLen, len(ref))
+				if op%17 == 0 || len(ref) < 3 {
+					var got []*block
+					s.each(func(b *block) bool { got = append(got, b); return true })
+					if !slices.Equal(got, ref) {
+						t.Fatalf("op %d: set order differs from sorted reference", op)
+					}
+					l := s.largest()
+					if (l == nil) != (len(ref) == 0) || l != nil && l.size != ref[len(ref)-1].size {
+						t.Fatalf("op %d: largest wrong", op)
 					}
 				}
 			}
-			t.Logf("%d left, at most %d chunks", len(ref), maxChunks)
+			t.Logf("%d left, at most %d", len(ref), maxLen)
 		})
+	}
+}
+
+// TestBlockSetRemoveForeign checks that remove of a block not in the set
+// (never inserted, or of a class with no page yet) reports false and
+// changes nothing.
+func TestBlockSetRemoveForeign(t *testing.T) {
+	var s blockSet
+	in := &block{ptr: 4096, size: 1024}
+	s.insert(in)
+	for _, b := range []*block{
+		{ptr: 8192, size: 1024},          // same class, not a member
+		{ptr: 8192, size: 64 << 20},      // class page never created
+		{ptr: 8192, size: bucketedLimit}, // sorted list, empty
+	} {
+		if s.remove(b) {
+			t.Fatalf("remove of a non-member %d-byte block succeeded", b.size)
+		}
+	}
+	if s.n != 1 || s.best(512) != in {
+		t.Fatal("set changed by a failed remove")
 	}
 }

@@ -124,7 +124,7 @@ func (a *Allocator) growExpandableLocked(fs *freeSet, rsize, size uint64, s driv
 }
 
 // shrinkExpandableLocked unmaps the free whole pages at the end of fs's
-// range, and returns the range when nothing stays mapped. fs.mu held.
+// range, and returns the range when nothing stays mapped. a.mu held.
 func (a *Allocator) shrinkExpandableLocked(fs *freeSet) error {
 	seg := fs.exp
 	tail := seg.tail

@@ -60,11 +60,11 @@ func (e *OOMError) Unwrap() []error {
 // oom counts and builds the OOMError for a request that failed.
 func (a *Allocator) oom(size, rsize uint64, s driver.Stream, cause error) error {
 	free, total, _ := a.dev.MemInfo()
-	a.statsMu.Lock()
+	a.mu.Lock()
 	a.st.numOOMs++
-	allocated := uint64(a.st.arr[stAllocatedBytes][poolAll].Current)
-	reserved := uint64(a.st.arr[stReservedBytes][poolAll].Current)
-	a.statsMu.Unlock()
+	allocated := uint64(a.st.array(stAllocatedBytes).All().Current)
+	reserved := uint64(a.st.array(stReservedBytes).All().Current)
+	a.mu.Unlock()
 	e := &OOMError{
 		Device: a.dev.Ordinal(), Stream: s.ID(), Requested: size, Rounded: rsize,
 		DeviceFree: free, DeviceTotal: total, Allocated: allocated, Reserved: reserved,

@@ -168,15 +168,11 @@ func (h *history) entriesLocked() []TraceEntry {
 }
 
 // Snapshot returns the allocator's segments, blocks, history and stats as
-// one consistent state: it holds every free-set lock (in the documented
-// order) while it reads, so concurrent calls wait for it briefly.
+// one consistent state: it holds the allocator's lock while it reads, so
+// concurrent calls wait for it briefly.
 func (a *Allocator) Snapshot() *Snapshot {
-	a.setsMu.Lock()
-	defer a.setsMu.Unlock()
+	a.mu.Lock()
 	list := *a.setList.Load()
-	for _, fs := range list {
-		fs.mu.Lock()
-	}
 	snap := &Snapshot{Segments: []SegmentInfo{}, DeviceTraces: [][]TraceEntry{{}}}
 	for _, fs := range list {
 		for seg := range fs.segs {
@@ -206,28 +202,19 @@ func (a *Allocator) Snapshot() *Snapshot {
 		}
 	}
 	if a.passthrough {
-		for i := range a.shards {
-			sh := &a.shards[i]
-			sh.mu.Lock()
-			for p, b := range sh.m {
-				snap.Segments = append(snap.Segments, SegmentInfo{Device: a.dev.Ordinal(), Address: uint64(p), TotalSize: b.size,
-					AllocatedSize: b.size, ActiveSize: b.size, RequestedSize: b.requested, Stream: b.allocStream.ID(),
-					SegmentType: segType(b.size), Blocks: []BlockInfo{{Address: uint64(p), Size: b.size, RequestedSize: b.requested, State: StateActiveAllocated}}})
-			}
-			sh.mu.Unlock()
-		}
+		a.ptrs.all(func(p driver.Ptr, b *block) {
+			snap.Segments = append(snap.Segments, SegmentInfo{Device: a.dev.Ordinal(), Address: uint64(p), TotalSize: b.size,
+				AllocatedSize: b.size, ActiveSize: b.size, RequestedSize: b.requested, Stream: b.allocStream.ID(),
+				SegmentType: segType(b.size), Blocks: []BlockInfo{{Address: uint64(p), Size: b.size, RequestedSize: b.requested, State: StateActiveAllocated}}})
+		})
 	}
-	a.statsMu.Lock()
 	st := a.statsLocked()
-	a.statsMu.Unlock()
 	if a.hist != nil {
 		a.hist.mu.Lock()
 		snap.DeviceTraces[0] = a.hist.entriesLocked()
 		a.hist.mu.Unlock()
 	}
-	for _, fs := range slices.Backward(list) {
-		fs.mu.Unlock()
-	}
+	a.mu.Unlock()
 	snap.Stats = st.Map()
 	snap.Allocator = map[string]string{"config": a.cfg.String(), "backend": a.cfg.Backend.String(), "schema": snapshotSchemaVendor}
 	slices.SortFunc(snap.Segments, func(x, y SegmentInfo) int {
