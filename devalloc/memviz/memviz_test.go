@@ -3,6 +3,7 @@ package memviz
 import (
 	"bytes"
 	"encoding/xml"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -53,5 +54,33 @@ func TestRender(t *testing.T) {
 	}
 	if n := strings.Count(page, "<rect"); n != 3 { // 4 KiB + rest of the small segment, one free 20 MiB block
 		t.Errorf("%d rects, want 3", n)
+	}
+}
+
+// TestTimelineUsesTime checks that the chart's x axis is the trace's time,
+// not event order: three events at 0, 100 and 1000 us land at 0, 10% and
+// 100% of the plot width, and the labels give the span and the peak.
+func TestTimelineUsesTime(t *testing.T) {
+	snap := &devalloc.Snapshot{DeviceTraces: [][]devalloc.TraceEntry{{
+		{Action: devalloc.ActionSegmentAlloc, Size: 2 << 20, TimeUS: 5000},
+		{Action: devalloc.ActionAlloc, Size: 1 << 20, TimeUS: 5100},
+		{Action: devalloc.ActionFreeCompleted, Size: 1 << 20, TimeUS: 6000},
+	}}}
+	var b strings.Builder
+	timeline(&b, snap)
+	page := b.String()
+	plotW := float64(width - plotLeft - 10)
+	for _, frac := range []float64{0, 0.1, 1} {
+		if x := fmt.Sprintf("%.1f,", plotLeft+frac*plotW); !strings.Contains(page, x) {
+			t.Errorf("no point at x=%s (%.0f%% of the span)", x, frac*100)
+		}
+	}
+	for _, want := range []string{"1.000 ms", "2.0 MiB", "reserved", "allocated"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("chart lacks %q", want)
+		}
+	}
+	if err := xml.Unmarshal([]byte(page), new(struct{})); err != nil {
+		t.Errorf("chart is not well-formed: %v", err)
 	}
 }
