@@ -57,7 +57,7 @@ package devalloc
 // and segment, the pointer -> block map and the counters, so a cache hit
 // or a free is exactly one critical section (one lock pair), and a
 // Snapshot under that lock sees blocks and stats agree. This is PyTorch's
-// choice too, for the same reason: a hit is ~100 ns of work, and the
+// choice too, for the same reason: a hit pair is ~130 ns of work, and the
 // earlier design here (a lock per (stream, pool), 64 pointer-map shards and
 // a stats lock: three lock pairs per operation, since exact peak stats
 // need one global order anyway) spent more on the extra atomics than it
@@ -148,7 +148,6 @@ type setKey struct {
 
 // freeSet is the cache of one (stream, pool). Guarded by Allocator.mu.
 type freeSet struct {
-	idx    int // position in creation order
 	stream driver.Stream
 	small  bool
 	free   blockSet
@@ -360,7 +359,7 @@ func (a *Allocator) setFor(s driver.Stream, small bool) *freeSet {
 		return fs
 	}
 	list := *a.setList.Load()
-	fs := &freeSet{idx: len(list), stream: s, small: small, segs: map[*segment]struct{}{}}
+	fs := &freeSet{stream: s, small: small, segs: map[*segment]struct{}{}}
 	m := maps.Clone(old)
 	m[k] = fs
 	a.sets.Store(&m)

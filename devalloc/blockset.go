@@ -234,7 +234,7 @@ func (s *blockSet) each(fn func(b *block) bool) {
 			}
 		}
 	}
-	for _, b := range slices.Clone(s.big) {
+	for _, b := range s.big {
 		if !fn(b) {
 			return
 		}

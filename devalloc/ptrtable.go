@@ -1,6 +1,10 @@
 package devalloc
 
-import "github.com/accelkit/accelkit/driver"
+import (
+	"math/bits"
+
+	"github.com/accelkit/accelkit/driver"
+)
 
 // ptrTable maps the address of every live block to the block: the lookup
 // of Free and RecordStream. It is an open-addressing hash table with
@@ -98,22 +102,13 @@ func (t *ptrTable) grow() {
 	old := t.slots
 	size := max(minPtrTable, 2*len(old))
 	t.slots = make([]ptrSlot, size)
-	t.shift = uint(64 - log2(uint64(size)))
+	t.shift = uint(64 - bits.TrailingZeros64(uint64(size)))
 	t.n = 0
 	for _, s := range old {
 		if s.p != 0 {
 			t.put(s.p, s.b)
 		}
 	}
-}
-
-func log2(n uint64) int {
-	l := 0
-	for n > 1 {
-		n >>= 1
-		l++
-	}
-	return l
 }
 
 // all calls fn for every entry, in no particular order.

@@ -63,8 +63,8 @@ var statArrayNames = [numStatArrays]string{
 //
 // For the stat arrays only the small and large pools are counted; of the
 // "all" entry only the peak is kept, and the rest is their sum (array).
-// That halves the work of the hit path, which updates five to seven of
-// them per operation (inc and dec, straight-line, no delta loop).
+// The hit path updates five to seven of them per operation, with inc and
+// dec called straight-line rather than through a delta loop.
 type counters struct {
 	arr                 [numStatArrays]StatArray
 	oversizeAllocations Stat
