@@ -46,12 +46,13 @@ package devalloc
 //   would pass that fraction of the limit, release cached whole segments,
 //   the ones freed longest ago (in allocator misses) first.
 // - expandable_segments on a driver.VMM device: one reserved virtual range
-//   per (stream, pool), grown by mapping granularity pages at its end in
-//   one batch (one SetAccess per growth, since SetAccess dominates the cost
-//   on CUDA), so a freed tail and a new request merge and fragmentation
-//   stays near zero. EmptyCache and the OOM path unmap free whole pages at
-//   the end of each range. Devices without VMM fall back to plain segments
-//   and Stats says so.
+//   per (stream, pool); a miss maps granularity pages into the lowest
+//   unmapped hole that, with the free blocks beside it, fits the request
+//   (one SetAccess per mapped range, since SetAccess dominates the cost on
+//   CUDA), so freed memory and new pages merge and fragmentation stays near
+//   zero. EmptyCache and the OOM path unmap every free whole page, between
+//   live blocks too. Devices without VMM fall back to plain segments and
+//   Stats says so.
 //
 // Concurrency. One mutex, Allocator.mu, guards the free sets, every block
 // and segment, the pointer -> block map and the counters, so a cache hit
@@ -116,6 +117,7 @@ const (
 	stateFree blockState = iota
 	stateAllocated
 	statePendingFree // freed by the caller, waiting for noted streams
+	stateUnmapped    // a hole in an expandable range: address space only
 )
 
 // block is a piece of a segment. Guarded by Allocator.mu.
@@ -135,7 +137,7 @@ type block struct {
 // segment is one driver allocation, or one expandable virtual range.
 type segment struct {
 	ptr        driver.Ptr
-	size       uint64 // bytes backed by memory (mapped bytes if expandable)
+	size       uint64 // bytes; for an expandable range, its reserved address space
 	set        *freeSet
 	head, tail *block
 	exp        *expandable
@@ -767,23 +769,7 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 			c.dec(stInactiveSplitBytes, pool, int64(n.size))
 		}
 		fs.free.remove(n)
-		if n == b.prev {
-			b.ptr = n.ptr
-			b.prev = n.prev
-			if b.prev != nil {
-				b.prev.next = b
-			} else {
-				b.seg.head = b
-			}
-		} else {
-			b.next = n.next
-			if b.next != nil {
-				b.next.prev = b
-			} else {
-				b.seg.tail = b
-			}
-		}
-		b.size += n.size
+		absorb(b, n)
 		fs.recycle(n)
 	}
 	if inactiveSplit(b) {
@@ -859,8 +845,8 @@ func (a *Allocator) Synchronize() error {
 }
 
 // EmptyCache waits for pending frees and releases every cached segment that
-// holds no live block (and, for expandable segments, every free whole page
-// at the end of each range) back to the device. Live blocks are untouched.
+// holds no live block (and, for expandable segments, every free whole page,
+// between live blocks too) back to the device. Live blocks are untouched.
 func (a *Allocator) EmptyCache() error {
 	if a.closed.Load() {
 		return ErrClosed
@@ -885,7 +871,7 @@ func (a *Allocator) releaseAll() error {
 }
 
 // releaseSet releases fs's cached whole plain segments (those pick accepts,
-// all when pick is nil) and the free tail pages of its expandable range.
+// all when pick is nil) and the free whole pages of its expandable range.
 //
 // A block freed on its own stream is reusable at once, but work queued on
 // that stream may still touch it: the stream is synchronised before the
@@ -1065,7 +1051,7 @@ func (a *Allocator) Close() error {
 	for _, fs := range *a.setList.Load() {
 		for seg := range fs.segs {
 			if seg.exp != nil {
-				errs = append(errs, a.unmapAllLocked(fs, seg))
+				errs = append(errs, a.unmapAllLocked(seg))
 				continue
 			}
 			if err := a.dev.Free(seg.ptr); err != nil {

@@ -2,6 +2,7 @@ package devalloc
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -389,6 +390,110 @@ func TestExpandableSegments(t *testing.T) {
 	if st.ReservedBytes.All().Current != 0 || st.Segment.All().Current != 0 {
 		t.Errorf("after EmptyCache: reserved %d segments %d, want 0", st.ReservedBytes.All().Current, st.Segment.All().Current)
 	}
+}
+
+func TestExpandableUnmapsInteriorPages(t *testing.T) {
+	dev, _ := openDev(t, "capacity=256MiB")
+	s := dev.DefaultStream()
+	a := newAlloc(t, dev, "expandable_segments:true,history_entries:64")
+	x := mustAlloc(t, a, 2*mib, s) // [0, 2) MiB of the range
+	y := mustAlloc(t, a, 6*mib, s) // [2, 8)
+	z := mustAlloc(t, a, 2*mib, s) // [8, 10)
+	if y != x+2*mib || z != x+8*mib {
+		t.Fatalf("blocks at %v %v %v; want consecutive from %v", x, y, z, x)
+	}
+	mustFree(t, a, y)
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	st := a.Stats()
+	if got := st.ReservedBytes.All().Current; got != 4*mib || st.NumDeviceFree != 3 {
+		t.Errorf("after freeing the middle block and EmptyCache: reserved %d, device frees %d; want 4 MiB and 3 pages unmapped", got, st.NumDeviceFree)
+	}
+	snap := a.Snapshot()
+	consistent(t, snap)
+	var runs []uint64
+	for _, seg := range snap.Segments {
+		runs = append(runs, seg.Address-uint64(x), seg.TotalSize)
+	}
+	if want := []uint64{0, 2 * mib, 8 * mib, 2 * mib}; !slices.Equal(runs, want) {
+		t.Errorf("snapshot segments (offset, size) %v, want the two mapped runs %v", runs, want)
+	}
+	var unmapped bool
+	for _, e := range snap.DeviceTraces[0] {
+		unmapped = unmapped || (e.Action == ActionSegmentUnmap && e.Addr == uint64(x)+2*mib && e.Size == 6*mib)
+	}
+	if !unmapped {
+		t.Errorf("no segment_unmap of the 6 MiB between the live blocks in the trace")
+	}
+	// The hole is reused first (lowest address), mapping only what fits.
+	w := mustAlloc(t, a, 4*mib, s)
+	if w != x+2*mib {
+		t.Errorf("4 MiB after the unmap at %v, want in the hole at %v", w, x+2*mib)
+	}
+	if got := a.Stats().ReservedBytes.All().Current; got != 8*mib {
+		t.Errorf("reserved %d after mapping 2 pages into the hole, want 8 MiB", got)
+	}
+	// A run of free block + hole + free block is mapped and merged whole:
+	// [x free 2][w free 4][hole 2][z free 2] holds 10 MiB from x.
+	mustFree(t, a, x)
+	mustFree(t, a, w)
+	mustFree(t, a, z)
+	big := mustAlloc(t, a, 10*mib, s)
+	if big != x {
+		t.Errorf("10 MiB at %v, want %v: the free blocks and the hole between them merged", big, x)
+	}
+	if got := a.Stats().ReservedBytes.All().Current; got != 10*mib {
+		t.Errorf("reserved %d, want 10 MiB (only the 2 MiB hole mapped)", got)
+	}
+	consistent(t, a.Snapshot())
+	mustFree(t, a, big)
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	if st := a.Stats(); st.ReservedBytes.All().Current != 0 || st.Segment.All().Current != 0 {
+		t.Errorf("after EmptyCache: reserved %d segments %d, want 0", st.ReservedBytes.All().Current, st.Segment.All().Current)
+	}
+}
+
+// Memory cached between live blocks of one stream's range goes back to the
+// device on OOM, so another stream can map it.
+func TestExpandableOOMReleasesInteriorPages(t *testing.T) {
+	dev, _ := openDev(t, "capacity=16MiB")
+	ss := streams(t, dev, 2)
+	a := newAlloc(t, dev, "expandable_segments:true")
+	sh := newShadow()
+	var ps []driver.Ptr
+	for range 8 {
+		p := mustAlloc(t, a, 2*mib, ss[0])
+		sh.add(p, 2*mib)
+		ps = append(ps, p)
+	}
+	for _, p := range ps[1:7] {
+		sh.remove(p)
+		mustFree(t, a, p)
+	}
+	q, err := a.Alloc(8*mib, ss[1])
+	if err != nil {
+		t.Fatalf("8 MiB on another stream with 12 MiB cached between two live blocks: %v", err)
+	}
+	sh.add(q, 8*mib)
+	sh.check(t)
+	st := a.Stats()
+	if st.NumAllocRetries != 1 || st.ReservedBytes.All().Current != 12*mib {
+		t.Errorf("retries %d reserved %d; want 1 retry and 4+8 MiB reserved", st.NumAllocRetries, st.ReservedBytes.All().Current)
+	}
+	consistent(t, a.Snapshot())
+	// Now the device is full of live blocks: no setting would help.
+	_, err = a.Alloc(8*mib, ss[1])
+	var oe *OOMError
+	if !errors.As(err, &oe) || !strings.HasPrefix(oe.Advice, "live allocations use the memory") {
+		t.Errorf("second 8 MiB: %v; want an OOM whose advice is to free live allocations", err)
+	}
+	for _, p := range []driver.Ptr{ps[0], ps[7], q} {
+		mustFree(t, a, p)
+	}
+	checkDrained(t, a)
 }
 
 func TestExpandableFallback(t *testing.T) {

@@ -1,34 +1,96 @@
 package devalloc
 
 // Expandable segments. On a driver.VMM device each (stream, pool) owns one
-// reserved virtual range; memory is mapped into it page by page
-// (Granularity, 2 MiB on CUDA and sim) at its end. A miss maps just enough
-// pages for the request (less the free tail it can merge with), creating
-// one physical allocation per page but granting access with one SetAccess
-// over the whole grown range: on an H100, SetAccess is ~46 us per call
-// against ~13 us for MemCreate and ~1 us for MemMap per page, so one call
-// per growth instead of one per page is what keeps growth cheap.
+// reserved virtual range, 9/8 of the device's memory (as PyTorch does: a
+// little spare address space lets a request go past pages that stay mapped
+// under live blocks). The whole range is tiled by blocks: allocated, free
+// (mapped) and unmapped ("holes", page-aligned, never adjacent to each
+// other). A miss maps pages into the lowest hole that, with the free blocks
+// around it, gives a run of address space large enough; one MemCreate and
+// MemMap per page (Granularity, 2 MiB on CUDA and sim) but one SetAccess
+// per mapped range: on an H100, SetAccess is ~46 us per call against ~13 us
+// for MemCreate and ~1 us for MemMap per page.
 //
-// Release (EmptyCache and the OOM path) unmaps the free whole pages at the
-// end of the range; the range itself is returned when nothing is mapped.
-// Free pages between live blocks stay mapped (see README: not done).
+// Release (EmptyCache and the OOM path) unmaps every free whole page,
+// wherever it lies: between live blocks too, which is what lets another
+// stream or pool map that memory. The range is returned when nothing in it
+// is mapped.
 
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/accelkit/accelkit/driver"
 )
 
 type expandable struct {
-	va      uint64             // reserved bytes
-	handles []driver.MemHandle // one per mapped page, in address order
+	va     uint64                      // bytes of address space reserved
+	mapped uint64                      // bytes mapped
+	pages  map[uint64]driver.MemHandle // page index -> its physical memory
+	holes  []*block                    // the unmapped blocks, by address
 }
 
-// vaSize is the virtual range reserved per (stream, pool): the device
-// total rounded up to the granularity, since no range can map more.
+func (e *expandable) holeIndex(b *block) (int, bool) {
+	return slices.BinarySearchFunc(e.holes, b.ptr, func(h *block, p driver.Ptr) int {
+		switch {
+		case h.ptr < p:
+			return -1
+		case h.ptr > p:
+			return 1
+		}
+		return 0
+	})
+}
+
+func (e *expandable) addHole(b *block) {
+	i, _ := e.holeIndex(b)
+	e.holes = slices.Insert(e.holes, i, b)
+}
+
+func (e *expandable) removeHole(b *block) {
+	if i, ok := e.holeIndex(b); ok && e.holes[i] == b {
+		e.holes = slices.Delete(e.holes, i, i+1)
+	}
+}
+
+// vaSize is the address space reserved per (stream, pool).
 func (a *Allocator) vaSize() uint64 {
-	return (a.total + a.gran - 1) / a.gran * a.gran
+	return (a.total/8*9 + a.gran - 1) / a.gran * a.gran
+}
+
+func (a *Allocator) roundPage(n uint64) uint64 { return (n + a.gran - 1) / a.gran * a.gran }
+
+// absorb merges n, b's neighbour in the same state, into b. a.mu held.
+func absorb(b, n *block) {
+	if n == b.prev {
+		b.ptr = n.ptr
+		b.prev = n.prev
+		if b.prev != nil {
+			b.prev.next = b
+		} else {
+			b.seg.head = b
+		}
+	} else {
+		b.next = n.next
+		if b.next != nil {
+			b.next.prev = b
+		} else {
+			b.seg.tail = b
+		}
+	}
+	b.size += n.size
+}
+
+// insertAfter links n into b's segment right after b. a.mu held.
+func insertAfter(b, n *block) {
+	n.prev, n.next = b, b.next
+	if b.next != nil {
+		b.next.prev = n
+	} else {
+		b.seg.tail = n
+	}
+	b.next = n
 }
 
 func (a *Allocator) growExpandableLocked(fs *freeSet, rsize, size uint64, s driver.Stream) (*block, error) {
@@ -39,7 +101,11 @@ func (a *Allocator) growExpandableLocked(fs *freeSet, rsize, size uint64, s driv
 		if err != nil {
 			return nil, fmt.Errorf("devalloc: reserve %s of address space: %w", formatBytes(va), err)
 		}
-		seg = &segment{ptr: base, set: fs, exp: &expandable{va: va}}
+		seg = &segment{ptr: base, size: va, set: fs, exp: &expandable{va: va, pages: map[uint64]driver.MemHandle{}}}
+		hole := fs.newBlock()
+		*hole = block{ptr: base, size: va, seg: seg, state: stateUnmapped}
+		seg.head, seg.tail = hole, hole
+		seg.exp.holes = []*block{hole}
 		fs.exp = seg
 		fs.segs[seg] = struct{}{}
 		var d delta
@@ -47,138 +113,147 @@ func (a *Allocator) growExpandableLocked(fs *freeSet, rsize, size uint64, s driv
 		d.add(stSegment, 1)
 		a.apply(&d)
 	}
-	tail := seg.tail
-	var have uint64
-	if tail != nil && tail.state == stateFree {
-		have = tail.size
+	b := findRun(seg, rsize)
+	if b == nil {
+		return nil, fmt.Errorf("devalloc: no %s run of free or unmapped address space in the expandable range of stream %d (%s mapped of %s): %w",
+			formatBytes(rsize), fs.stream.ID(), formatBytes(seg.exp.mapped), formatBytes(seg.exp.va), driver.ErrOutOfMemory)
 	}
-	if have >= rsize {
-		// The free tail fits but the oversize rules kept takeLocked from
-		// it: hand it out rather than map more.
-		fs.free.remove(tail)
-		a.commitLocked(fs, tail, rsize, size, s)
-		return tail, nil
-	}
-	need := (rsize - have + a.gran - 1) / a.gran * a.gran
-	if seg.size+need > seg.exp.va {
-		return nil, fmt.Errorf("devalloc: expandable range of stream %d is full (%s mapped of %s): %w",
-			fs.stream.ID(), formatBytes(seg.size), formatBytes(seg.exp.va), driver.ErrOutOfMemory)
-	}
-	if !a.reserve(need) {
-		return nil, fmt.Errorf("%w: %w", errLimit, driver.ErrOutOfMemory)
-	}
-	at := seg.ptr + driver.Ptr(seg.size)
-	pages := int(need / a.gran)
-	handles := make([]driver.MemHandle, 0, pages)
-	undo := func(err error) (*block, error) {
-		if len(handles) > 0 {
-			// Unmap what was mapped (errors here leave nothing better to do).
-			a.vmm.MemUnmap(at, uint64(len(handles))*a.gran)
+	// The run alternates free blocks and holes. Each mapping merges the
+	// new pages with the free blocks on both sides, so b grows from the
+	// run's start until it fits; a failed mapping leaves what was mapped
+	// as ordinary free cache.
+	var err error
+	if b.state == stateUnmapped {
+		if b, err = a.mapHoleLocked(fs, b, min(b.size, a.roundPage(rsize))); err != nil {
+			return nil, err
 		}
-		for _, h := range handles {
-			a.vmm.MemRelease(h)
+	}
+	for b.size < rsize {
+		h := b.next
+		if h == nil || h.state != stateUnmapped {
+			// findRun saw enough address space; only a bug gets here.
+			return nil, fmt.Errorf("devalloc: expandable range of stream %d: run at %v ends at %s of %s: %w",
+				fs.stream.ID(), b.ptr, formatBytes(b.size), formatBytes(rsize), driver.ErrOutOfMemory)
 		}
-		a.unreserve(need)
-		return nil, err
-	}
-	for i := 0; i < pages; i++ {
-		h, err := a.vmm.MemCreate(a.gran)
-		if err != nil {
-			return undo(err)
+		if b, err = a.mapHoleLocked(fs, h, min(h.size, a.roundPage(rsize-b.size))); err != nil {
+			return nil, err
 		}
-		if err := a.vmm.MemMap(at+driver.Ptr(uint64(i)*a.gran), a.gran, 0, h); err != nil {
-			a.vmm.MemRelease(h)
-			return undo(err)
-		}
-		handles = append(handles, h)
 	}
-	if err := a.vmm.SetAccess(at, need); err != nil {
-		return undo(err)
-	}
-	seg.exp.handles = append(seg.exp.handles, handles...)
-	seg.size += need
-	var d delta
-	d.pool = poolIdx(fs.small)
-	d.add(stReservedBytes, int64(need))
-	d.deviceAllocs = int64(pages)
-	a.apply(&d)
-	if a.hist != nil {
-		a.hist.add(actSegmentMap, at, need, fs.stream.ID())
-	}
-	var b *block
-	if have > 0 {
-		fs.free.remove(tail)
-		tail.size += need
-		b = tail
-	} else {
-		b = &block{ptr: at, size: need, seg: seg, prev: tail, freedAt: a.clock.Load()}
-		if tail != nil {
-			tail.next = b
-		} else {
-			seg.head = b
-		}
-		seg.tail = b
-	}
+	fs.free.remove(b)
 	a.commitLocked(fs, b, rsize, size, s)
 	return b, nil
 }
 
-// shrinkExpandableLocked unmaps the free whole pages at the end of fs's
-// range, and returns the range when nothing stays mapped. a.mu held.
+// findRun returns the start of the lowest run of free blocks and holes in
+// seg that holds rsize bytes and contains a hole, or nil. The run starts at
+// a hole or at the free block just before one; a run of free blocks alone
+// would be one merged free block that takeLocked already refused. a.mu held.
+func findRun(seg *segment, rsize uint64) *block {
+	for _, h := range seg.exp.holes {
+		c := h
+		if p := h.prev; p != nil && p.state == stateFree {
+			c = p
+		}
+		var n uint64
+		for x := c; x != nil && n < rsize && (x.state == stateFree || x.state == stateUnmapped); x = x.next {
+			n += x.size
+		}
+		if n >= rsize {
+			return c
+		}
+	}
+	return nil
+}
+
+// mapHoleLocked maps the first n bytes (whole pages) of hole h and returns
+// the free block they became, merged with its free neighbours and in the
+// free set. On error nothing has changed. a.mu held.
+func (a *Allocator) mapHoleLocked(fs *freeSet, h *block, n uint64) (*block, error) {
+	seg := h.seg
+	if !a.reserve(n) {
+		return nil, fmt.Errorf("%w: %w", errLimit, driver.ErrOutOfMemory)
+	}
+	pages := int(n / a.gran)
+	handles := make([]driver.MemHandle, 0, pages)
+	undo := func(err error) (*block, error) {
+		if len(handles) > 0 {
+			// Unmap what was mapped (errors here leave nothing better to do).
+			a.vmm.MemUnmap(h.ptr, uint64(len(handles))*a.gran)
+		}
+		for _, mh := range handles {
+			a.vmm.MemRelease(mh)
+		}
+		a.unreserve(n)
+		return nil, err
+	}
+	for i := 0; i < pages; i++ {
+		mh, err := a.vmm.MemCreate(a.gran)
+		if err != nil {
+			return undo(err)
+		}
+		if err := a.vmm.MemMap(h.ptr+driver.Ptr(uint64(i)*a.gran), a.gran, 0, mh); err != nil {
+			a.vmm.MemRelease(mh)
+			return undo(err)
+		}
+		handles = append(handles, mh)
+	}
+	if err := a.vmm.SetAccess(h.ptr, n); err != nil {
+		return undo(err)
+	}
+	first := uint64(h.ptr-seg.ptr) / a.gran
+	for i, mh := range handles {
+		seg.exp.pages[first+uint64(i)] = mh
+	}
+	seg.exp.mapped += n
+	seg.exp.removeHole(h)
+	if n < h.size {
+		rest := fs.newBlock()
+		*rest = block{ptr: h.ptr + driver.Ptr(n), size: h.size - n, seg: seg, state: stateUnmapped}
+		insertAfter(h, rest)
+		h.size = n
+		seg.exp.addHole(rest)
+	}
+	h.state = stateFree
+	h.freedAt = a.clock.Load()
+	for _, x := range [2]*block{h.prev, h.next} {
+		if x != nil && x.state == stateFree {
+			fs.free.remove(x)
+			absorb(h, x)
+			fs.recycle(x)
+		}
+	}
+	fs.free.insert(h)
+	var d delta
+	d.pool = poolIdx(fs.small)
+	d.add(stReservedBytes, int64(n))
+	d.deviceAllocs = int64(pages)
+	a.apply(&d)
+	if a.hist != nil {
+		a.hist.add(actSegmentMap, seg.ptr+driver.Ptr(first*a.gran), n, fs.stream.ID())
+	}
+	return h, nil
+}
+
+// shrinkExpandableLocked unmaps every free whole page of fs's range, and
+// returns the range when nothing stays mapped. The caller has synchronised
+// the stream. a.mu held.
 func (a *Allocator) shrinkExpandableLocked(fs *freeSet) error {
 	seg := fs.exp
-	tail := seg.tail
-	if tail != nil && tail.state != stateFree {
-		return nil
+	var errs []error
+	for b := seg.head; b != nil; {
+		if b.state != stateFree {
+			b = b.next
+			continue
+		}
+		next, err := a.unmapFreeLocked(fs, b)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		b = next
 	}
-	start := seg.size // first byte to unmap, relative to the range
-	if tail != nil {
-		off := uint64(tail.ptr - seg.ptr)
-		start = (off + a.gran - 1) / a.gran * a.gran
-	}
-	if start < seg.size {
-		n := seg.size - start
-		if err := a.vmm.MemUnmap(seg.ptr+driver.Ptr(start), n); err != nil {
-			return fmt.Errorf("devalloc: unmap %s of expandable range: %w", formatBytes(n), err)
-		}
-		var errs []error
-		first := int(start / a.gran)
-		for _, h := range seg.exp.handles[first:] {
-			if err := a.vmm.MemRelease(h); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		clear(seg.exp.handles[first:])
-		seg.exp.handles = seg.exp.handles[:first]
-		fs.free.remove(tail)
-		if off := uint64(tail.ptr - seg.ptr); off == start {
-			seg.tail = tail.prev
-			if tail.prev != nil {
-				tail.prev.next = nil
-			} else {
-				seg.head = nil
-			}
-		} else {
-			tail.size = start - off
-			fs.free.insert(tail)
-		}
-		seg.size = start
-		a.unreserve(n)
-		var d delta
-		d.pool = poolIdx(fs.small)
-		d.add(stReservedBytes, -int64(n))
-		d.deviceFrees = int64(n / a.gran)
-		a.apply(&d)
-		if a.hist != nil {
-			a.hist.add(actSegmentUnmap, seg.ptr+driver.Ptr(start), n, fs.stream.ID())
-		}
-		if len(errs) > 0 {
-			return errors.Join(errs...)
-		}
-	}
-	if seg.size == 0 {
+	if h := seg.head; h.state == stateUnmapped && h.next == nil {
 		if err := a.vmm.AddressFree(seg.ptr, seg.exp.va); err != nil {
-			return fmt.Errorf("devalloc: free expandable address range: %w", err)
+			return errors.Join(append(errs, fmt.Errorf("devalloc: free expandable address range: %w", err))...)
 		}
 		fs.exp = nil
 		delete(fs.segs, seg)
@@ -187,23 +262,95 @@ func (a *Allocator) shrinkExpandableLocked(fs *freeSet) error {
 		d.add(stSegment, -1)
 		a.apply(&d)
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// unmapFreeLocked unmaps the whole pages inside free block b, leaving any
+// partial pages at its ends as smaller free blocks, and merges the new hole
+// with neighbouring holes. It returns the block to continue a walk of the
+// segment from. a.mu held.
+func (a *Allocator) unmapFreeLocked(fs *freeSet, b *block) (*block, error) {
+	seg := b.seg
+	off := uint64(b.ptr - seg.ptr)
+	begin := a.roundPage(off)
+	end := (off + b.size) / a.gran * a.gran
+	if begin >= end {
+		return b.next, nil
+	}
+	n := end - begin
+	if err := a.vmm.MemUnmap(seg.ptr+driver.Ptr(begin), n); err != nil {
+		return b.next, fmt.Errorf("devalloc: unmap %s at %v of an expandable range: %w", formatBytes(n), seg.ptr+driver.Ptr(begin), err)
+	}
+	var errs []error
+	for i := begin / a.gran; i < end/a.gran; i++ {
+		if err := a.vmm.MemRelease(seg.exp.pages[i]); err != nil {
+			errs = append(errs, err)
+		}
+		delete(seg.exp.pages, i)
+	}
+	fs.free.remove(b)
+	if begin > off {
+		pre := fs.newBlock()
+		*pre = block{ptr: b.ptr, size: begin - off, seg: seg, freedAt: b.freedAt}
+		if b.prev != nil {
+			insertAfter(b.prev, pre)
+		} else {
+			pre.next = b
+			b.prev = pre
+			seg.head = pre
+		}
+		fs.free.insert(pre)
+	}
+	if tail := off + b.size; tail > end {
+		post := fs.newBlock()
+		*post = block{ptr: seg.ptr + driver.Ptr(end), size: tail - end, seg: seg, freedAt: b.freedAt}
+		insertAfter(b, post)
+		fs.free.insert(post)
+	}
+	b.ptr, b.size, b.state = seg.ptr+driver.Ptr(begin), n, stateUnmapped
+	for _, x := range [2]*block{b.prev, b.next} {
+		if x != nil && x.state == stateUnmapped {
+			seg.exp.removeHole(x)
+			absorb(b, x)
+			fs.recycle(x)
+		}
+	}
+	seg.exp.addHole(b)
+	seg.exp.mapped -= n
+	a.unreserve(n)
+	var d delta
+	d.pool = poolIdx(fs.small)
+	d.add(stReservedBytes, -int64(n))
+	d.deviceFrees = int64(n / a.gran)
+	a.apply(&d)
+	if a.hist != nil {
+		a.hist.add(actSegmentUnmap, seg.ptr+driver.Ptr(begin), n, fs.stream.ID())
+	}
+	return b.next, errors.Join(errs...)
 }
 
 // unmapAllLocked tears down an expandable range whatever its blocks (Close).
-func (a *Allocator) unmapAllLocked(fs *freeSet, seg *segment) error {
+func (a *Allocator) unmapAllLocked(seg *segment) error {
 	var errs []error
-	if seg.size > 0 {
-		if err := a.vmm.MemUnmap(seg.ptr, seg.size); err != nil {
+	for b := seg.head; b != nil; {
+		if b.state == stateUnmapped {
+			b = b.next
+			continue
+		}
+		start, n := b.ptr, uint64(0)
+		for ; b != nil && b.state != stateUnmapped; b = b.next {
+			n += b.size
+		}
+		if err := a.vmm.MemUnmap(start, n); err != nil {
 			errs = append(errs, err)
 		}
-		for _, h := range seg.exp.handles {
-			if err := a.vmm.MemRelease(h); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		a.unreserve(seg.size)
 	}
+	for _, h := range seg.exp.pages {
+		if err := a.vmm.MemRelease(h); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	a.unreserve(seg.exp.mapped)
 	if err := a.vmm.AddressFree(seg.ptr, seg.exp.va); err != nil {
 		errs = append(errs, err)
 	}

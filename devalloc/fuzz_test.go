@@ -68,6 +68,7 @@ func FuzzOps(f *testing.F) {
 				if err := a.EmptyCache(); err != nil {
 					t.Fatal(err)
 				}
+				noFreeWholePages(t, a)
 			case 7:
 				a.ProcessEvents()
 				consistent(t, a.Snapshot())
@@ -81,4 +82,23 @@ func FuzzOps(f *testing.F) {
 		}
 		checkDrained(t, a)
 	})
+}
+
+// noFreeWholePages checks that EmptyCache left no free whole page mapped in
+// an expandable range.
+func noFreeWholePages(t *testing.T, a *Allocator) {
+	t.Helper()
+	if a.vmm == nil {
+		return
+	}
+	for _, seg := range a.Snapshot().Segments {
+		for _, b := range seg.Blocks {
+			if b.State != StateInactive {
+				continue
+			}
+			if first := (b.Address + a.gran - 1) / a.gran * a.gran; first+a.gran <= b.Address+b.Size {
+				t.Fatalf("after EmptyCache the free block [%#x,+%d) still holds the whole page at %#x", b.Address, b.Size, first)
+			}
+		}
+	}
 }

@@ -94,14 +94,23 @@ func (a *Allocator) advice(e *OOMError) string {
 	if unalloc >= e.Rounded || unalloc > e.Reserved/4 {
 		// Enough memory is reserved but split among blocks that do not fit:
 		// fragmentation.
+		// With expandable segments the retry has unmapped every free whole
+		// page: what stays reserved shares pages with live blocks, which
+		// no setting changes.
 		switch {
 		case a.vmm == nil && !a.expFallback:
 			tips = append(tips, "reserved but unallocated memory is large, so memory is fragmented: try expandable_segments:true in "+EnvConfig)
 		case a.expFallback:
 			tips = append(tips, "reserved but unallocated memory is large (fragmentation), and expandable segments are off because the device has no VMM support")
 		}
-		if a.maxSplit == 0 {
-			tips = append(tips, "or max_split_size_mb (for example max_split_size_mb:128) so that large cached blocks are not split")
+		if a.maxSplit == 0 && a.vmm == nil {
+			tip := "max_split_size_mb (for example max_split_size_mb:128) so that large cached blocks are not split"
+			if len(tips) > 0 {
+				tip = "or " + tip
+			} else {
+				tip = "try " + tip
+			}
+			tips = append(tips, tip)
 		}
 	}
 	if e.Limit != 0 && e.Reserved+e.Rounded > e.Limit {

@@ -176,15 +176,25 @@ func (a *Allocator) Snapshot() *Snapshot {
 	snap := &Snapshot{Segments: []SegmentInfo{}, DeviceTraces: [][]TraceEntry{{}}}
 	for _, fs := range list {
 		for seg := range fs.segs {
-			if seg.exp != nil && seg.size == 0 {
-				continue // an empty range holds no memory
-			}
-			si := SegmentInfo{Device: a.dev.Ordinal(), Address: uint64(seg.ptr), TotalSize: seg.size,
-				Stream: fs.stream.ID(), SegmentType: "large", IsExpandable: seg.exp != nil, Blocks: []BlockInfo{}}
+			typ := "large"
 			if fs.small {
-				si.SegmentType = "small"
+				typ = "small"
 			}
+			// An expandable range is reported as PyTorch does: one segment
+			// per run of mapped memory; holes hold none.
+			var si *SegmentInfo
 			for b := seg.head; b != nil; b = b.next {
+				if b.state == stateUnmapped {
+					if si != nil {
+						snap.Segments = append(snap.Segments, *si)
+						si = nil
+					}
+					continue
+				}
+				if si == nil {
+					si = &SegmentInfo{Device: a.dev.Ordinal(), Address: uint64(b.ptr),
+						Stream: fs.stream.ID(), SegmentType: typ, IsExpandable: seg.exp != nil, Blocks: []BlockInfo{}}
+				}
 				bi := BlockInfo{Address: uint64(b.ptr), Size: b.size, RequestedSize: b.requested, State: StateInactive}
 				switch b.state {
 				case stateAllocated:
@@ -196,9 +206,12 @@ func (a *Allocator) Snapshot() *Snapshot {
 					bi.State = StateActivePendingFree
 					si.ActiveSize += b.size
 				}
+				si.TotalSize += b.size
 				si.Blocks = append(si.Blocks, bi)
 			}
-			snap.Segments = append(snap.Segments, si)
+			if si != nil {
+				snap.Segments = append(snap.Segments, *si)
+			}
 		}
 	}
 	if a.passthrough {

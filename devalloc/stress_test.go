@@ -203,9 +203,13 @@ func TestFaultInjection(t *testing.T) {
 
 func TestOOMUnderPressure(t *testing.T) {
 	// A small device: allocations fail with OOMError and nothing leaks.
-	a, _ := runStress(t, stressOpts{conf: "", dsn: "capacity=64MiB", goroutines: 4, streams: 3, ops: 150, maxSize: 24 * mib})
-	if st := a.Stats(); st.NumOOMs == 0 {
-		t.Logf("no OOM happened (fine, but the pressure path was not hit)")
+	for _, conf := range []string{"", "expandable_segments:true"} {
+		t.Run(conf, func(t *testing.T) {
+			a, _ := runStress(t, stressOpts{conf: conf, dsn: "capacity=64MiB", goroutines: 4, streams: 3, ops: 150, maxSize: 24 * mib})
+			if st := a.Stats(); st.NumOOMs == 0 {
+				t.Logf("no OOM happened (fine, but the pressure path was not hit)")
+			}
+			checkDrained(t, a)
+		})
 	}
-	checkDrained(t, a)
 }
