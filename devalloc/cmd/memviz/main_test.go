@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/accelkit/accelkit/devalloc"
+	"github.com/accelkit/accelkit/driver/sim"
+)
+
+func TestRun(t *testing.T) {
+	drv, err := sim.Open("capacity=64MiB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	dev, err := drv.Device(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := devalloc.New(dev, devalloc.Config{HistoryEntries: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.Alloc(3<<20, dev.DefaultStream()); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "snap.json")
+	if err := a.WriteSnapshot(good); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"stats": {}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		out, err string
+	}{
+		{"page", []string{good}, 0, "<svg", ""},
+		{"no args", nil, 2, "", "usage: memviz snapshot.json"},
+		{"two args", []string{good, good}, 2, "", "usage:"},
+		{"missing file", []string{filepath.Join(dir, "none.json")}, 1, "", "no such file"},
+		{"not a snapshot", []string{bad}, 1, "", `no "segments" array`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run(tc.args, &out, &errb); code != tc.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, tc.code, errb.String())
+			}
+			if !strings.Contains(out.String(), tc.out) || !strings.Contains(errb.String(), tc.err) {
+				t.Errorf("stdout %.80q stderr %q; want %q and %q in them", out.String(), errb.String(), tc.out, tc.err)
+			}
+			if tc.code != 0 && out.Len() != 0 {
+				t.Errorf("wrote %d bytes to stdout on failure", out.Len())
+			}
+		})
+	}
+}
