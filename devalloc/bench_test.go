@@ -162,6 +162,11 @@ func BenchmarkChurn(b *testing.B) {
 	for _, g := range []int{1, 8} {
 		b.Run(map[int]string{1: "1goroutine", 8: "8goroutines"}[g], func(b *testing.B) {
 			dev := benchDevice(b)
+			// Sizes are drawn once, outside the timed runs.
+			sizes := make([][]uint64, g)
+			for w := range sizes {
+				sizes[w] = benchSizes(1024, uint64(w))
+			}
 			run := func(a *devalloc.Allocator, n int) time.Duration {
 				t0 := time.Now()
 				var wg sync.WaitGroup
@@ -170,7 +175,7 @@ func BenchmarkChurn(b *testing.B) {
 					go func() {
 						defer wg.Done()
 						s := dev.DefaultStream()
-						sizes := benchSizes(1024, uint64(w))
+						sizes := sizes[w]
 						var live []driver.Ptr
 						for i := range n / g {
 							p, err := a.Alloc(sizes[i&1023], s)
