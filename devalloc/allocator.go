@@ -154,7 +154,7 @@ type freeSet struct {
 	small  bool
 	free   blockSet
 	segs   map[*segment]struct{}
-	exp    *segment // the expandable range, if any
+	exps   []*segment // expandable ranges, oldest first
 	// dead holds blocks absorbed by a merge, reused by the next split so
 	// that a cache hit does not allocate. A merged-away free block is
 	// referenced by nothing else: free blocks are in no pointer map or
@@ -902,7 +902,7 @@ func (a *Allocator) releaseSet(fs *freeSet, pick func(b *block) bool) error {
 	}
 	a.apply(&d)
 	var err error
-	if pick == nil && fs.exp != nil {
+	if pick == nil && len(fs.exps) > 0 {
 		fs.stream.Synchronize()
 		err = a.shrinkExpandableLocked(fs)
 	}
@@ -1060,7 +1060,7 @@ func (a *Allocator) Close() error {
 			a.unreserve(seg.size)
 		}
 		clear(fs.segs)
-		fs.exp = nil
+		fs.exps = nil
 		fs.free = blockSet{}
 	}
 	if a.passthrough {

@@ -496,6 +496,43 @@ func TestExpandableOOMReleasesInteriorPages(t *testing.T) {
 	checkDrained(t, a)
 }
 
+// When live blocks leave no run of address space long enough in a range,
+// another range is reserved rather than failing while memory is free.
+func TestExpandableSecondRange(t *testing.T) {
+	dev, _ := openDev(t, "capacity=16MiB") // ranges of 18 MiB
+	s := dev.DefaultStream()
+	a := newAlloc(t, dev, "expandable_segments:true")
+	var ps []driver.Ptr
+	for range 8 {
+		ps = append(ps, mustAlloc(t, a, 2*mib, s))
+	}
+	for i := 1; i < 8; i += 2 {
+		mustFree(t, a, ps[i])
+	}
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	// Holes of 2, 2, 2 and 4 MiB between live pages; 8 MiB of the device free.
+	q, err := a.Alloc(6*mib, s)
+	if err != nil {
+		t.Fatalf("6 MiB with 8 MiB free but no 6 MiB run in the first range: %v", err)
+	}
+	st := a.Stats()
+	if st.Segment.All().Current != 2 || st.ReservedBytes.All().Current != 14*mib || st.NumAllocRetries != 0 {
+		t.Errorf("segments %d reserved %d retries %d; want a second range, 8+6 MiB, no retry",
+			st.Segment.All().Current, st.ReservedBytes.All().Current, st.NumAllocRetries)
+	}
+	if q >= ps[0] && q < ps[0]+18*mib {
+		t.Errorf("6 MiB at %v, inside the first range at %v", q, ps[0])
+	}
+	consistent(t, a.Snapshot())
+	mustFree(t, a, q)
+	for i := 0; i < 8; i += 2 {
+		mustFree(t, a, ps[i])
+	}
+	checkDrained(t, a)
+}
+
 func TestExpandableFallback(t *testing.T) {
 	dev, _ := openDev(t, "vmm=false")
 	a := newAlloc(t, dev, "expandable_segments:true")

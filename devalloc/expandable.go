@@ -1,19 +1,21 @@
 package devalloc
 
-// Expandable segments. On a driver.VMM device each (stream, pool) owns one
-// reserved virtual range, 9/8 of the device's memory (as PyTorch does: a
-// little spare address space lets a request go past pages that stay mapped
-// under live blocks). The whole range is tiled by blocks: allocated, free
-// (mapped) and unmapped ("holes", page-aligned, never adjacent to each
+// Expandable segments. On a driver.VMM device each (stream, pool) maps its
+// memory into reserved virtual ranges of 9/8 of the device's memory each
+// (PyTorch's margin: spare address space lets a request go past pages that
+// stay mapped under live blocks). A range is tiled by blocks: allocated,
+// free (mapped) and unmapped ("holes": page-aligned, never adjacent to each
 // other). A miss maps pages into the lowest hole that, with the free blocks
-// around it, gives a run of address space large enough; one MemCreate and
-// MemMap per page (Granularity, 2 MiB on CUDA and sim) but one SetAccess
-// per mapped range: on an H100, SetAccess is ~46 us per call against ~13 us
-// for MemCreate and ~1 us for MemMap per page.
+// around it, gives a run of address space large enough, in the oldest
+// range that has one; only when live blocks leave no such run anywhere is
+// another range reserved. One MemCreate and MemMap per page (Granularity,
+// 2 MiB on CUDA and sim) but one SetAccess per mapped range: on an H100,
+// SetAccess is ~46 us per call against ~13 us for MemCreate and ~1 us for
+// MemMap per page.
 //
 // Release (EmptyCache and the OOM path) unmaps every free whole page,
 // wherever it lies: between live blocks too, which is what lets another
-// stream or pool map that memory. The range is returned when nothing in it
+// stream or pool map that memory. A range is returned when nothing in it
 // is mapped.
 
 import (
@@ -54,7 +56,7 @@ func (e *expandable) removeHole(b *block) {
 	}
 }
 
-// vaSize is the address space reserved per (stream, pool).
+// vaSize is the address space of one expandable range.
 func (a *Allocator) vaSize() uint64 {
 	return (a.total/8*9 + a.gran - 1) / a.gran * a.gran
 }
@@ -94,29 +96,25 @@ func insertAfter(b, n *block) {
 }
 
 func (a *Allocator) growExpandableLocked(fs *freeSet, rsize, size uint64, s driver.Stream) (*block, error) {
-	seg := fs.exp
-	if seg == nil {
-		va := a.vaSize()
-		base, err := a.vmm.AddressReserve(va, 0)
-		if err != nil {
-			return nil, fmt.Errorf("devalloc: reserve %s of address space: %w", formatBytes(va), err)
+	var b *block
+	for _, seg := range fs.exps {
+		if b = findRun(seg, rsize); b != nil {
+			break
 		}
-		seg = &segment{ptr: base, size: va, set: fs, exp: &expandable{va: va, pages: map[uint64]driver.MemHandle{}}}
-		hole := fs.newBlock()
-		*hole = block{ptr: base, size: va, seg: seg, state: stateUnmapped}
-		seg.head, seg.tail = hole, hole
-		seg.exp.holes = []*block{hole}
-		fs.exp = seg
-		fs.segs[seg] = struct{}{}
-		var d delta
-		d.pool = poolIdx(fs.small)
-		d.add(stSegment, 1)
-		a.apply(&d)
 	}
-	b := findRun(seg, rsize)
 	if b == nil {
-		return nil, fmt.Errorf("devalloc: no %s run of free or unmapped address space in the expandable range of stream %d (%s mapped of %s): %w",
-			formatBytes(rsize), fs.stream.ID(), formatBytes(seg.exp.mapped), formatBytes(seg.exp.va), driver.ErrOutOfMemory)
+		// No range has room: live blocks spread over the address space
+		// can leave no run long enough while the device has memory.
+		// Reserve another range, as PyTorch does.
+		if rsize > a.vaSize() {
+			return nil, fmt.Errorf("devalloc: %s is more than an expandable range holds (%s): %w",
+				formatBytes(rsize), formatBytes(a.vaSize()), driver.ErrOutOfMemory)
+		}
+		seg, err := a.newRangeLocked(fs)
+		if err != nil {
+			return nil, err
+		}
+		b = seg.head
 	}
 	// The run alternates free blocks and holes. Each mapping merges the
 	// new pages with the free blocks on both sides, so b grows from the
@@ -142,6 +140,28 @@ func (a *Allocator) growExpandableLocked(fs *freeSet, rsize, size uint64, s driv
 	fs.free.remove(b)
 	a.commitLocked(fs, b, rsize, size, s)
 	return b, nil
+}
+
+// newRangeLocked reserves a new expandable range for fs: one hole. a.mu
+// held.
+func (a *Allocator) newRangeLocked(fs *freeSet) (*segment, error) {
+	va := a.vaSize()
+	base, err := a.vmm.AddressReserve(va, 0)
+	if err != nil {
+		return nil, fmt.Errorf("devalloc: reserve %s of address space: %w", formatBytes(va), err)
+	}
+	seg := &segment{ptr: base, size: va, set: fs, exp: &expandable{va: va, pages: map[uint64]driver.MemHandle{}}}
+	hole := fs.newBlock()
+	*hole = block{ptr: base, size: va, seg: seg, state: stateUnmapped}
+	seg.head, seg.tail = hole, hole
+	seg.exp.holes = []*block{hole}
+	fs.exps = append(fs.exps, seg)
+	fs.segs[seg] = struct{}{}
+	var d delta
+	d.pool = poolIdx(fs.small)
+	d.add(stSegment, 1)
+	a.apply(&d)
+	return seg, nil
 }
 
 // findRun returns the start of the lowest run of free blocks and holes in
@@ -234,34 +254,41 @@ func (a *Allocator) mapHoleLocked(fs *freeSet, h *block, n uint64) (*block, erro
 	return h, nil
 }
 
-// shrinkExpandableLocked unmaps every free whole page of fs's range, and
-// returns the range when nothing stays mapped. The caller has synchronised
-// the stream. a.mu held.
+// shrinkExpandableLocked unmaps every free whole page of fs's ranges, and
+// returns each range in which nothing stays mapped. The caller has
+// synchronised the stream. a.mu held.
 func (a *Allocator) shrinkExpandableLocked(fs *freeSet) error {
-	seg := fs.exp
 	var errs []error
-	for b := seg.head; b != nil; {
-		if b.state != stateFree {
-			b = b.next
+	kept := fs.exps[:0]
+	for _, seg := range fs.exps {
+		for b := seg.head; b != nil; {
+			if b.state != stateFree {
+				b = b.next
+				continue
+			}
+			next, err := a.unmapFreeLocked(fs, b)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			b = next
+		}
+		if h := seg.head; h.state != stateUnmapped || h.next != nil {
+			kept = append(kept, seg)
 			continue
 		}
-		next, err := a.unmapFreeLocked(fs, b)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		b = next
-	}
-	if h := seg.head; h.state == stateUnmapped && h.next == nil {
 		if err := a.vmm.AddressFree(seg.ptr, seg.exp.va); err != nil {
-			return errors.Join(append(errs, fmt.Errorf("devalloc: free expandable address range: %w", err))...)
+			errs = append(errs, fmt.Errorf("devalloc: free expandable address range: %w", err))
+			kept = append(kept, seg)
+			continue
 		}
-		fs.exp = nil
 		delete(fs.segs, seg)
 		var d delta
 		d.pool = poolIdx(fs.small)
 		d.add(stSegment, -1)
 		a.apply(&d)
 	}
+	clear(fs.exps[len(kept):])
+	fs.exps = kept
 	return errors.Join(errs...)
 }
 
