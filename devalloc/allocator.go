@@ -45,8 +45,9 @@ package devalloc
 // - garbage_collection_threshold: before growing, when reserved memory
 //   would pass that fraction of the limit, release cached whole segments,
 //   the ones freed longest ago (in allocator misses) first.
-// - expandable_segments on a driver.VMM device: one reserved virtual range
-//   per (stream, pool); a miss maps granularity pages into the lowest
+// - expandable_segments on a driver.VMM device: reserved virtual ranges
+//   per (stream, pool) (another only when live blocks leave no run long
+//   enough in the first); a miss maps granularity pages into the lowest
 //   unmapped hole that, with the free blocks beside it, fits the request
 //   (one SetAccess per mapped range, since SetAccess dominates the cost on
 //   CUDA), so freed memory and new pages merge and fragmentation stays near

@@ -44,8 +44,8 @@ func (b Backend) String() string {
 type Config struct {
 	// Backend: native caching (default) or passthrough.
 	Backend Backend
-	// ExpandableSegments grows one virtual range per (stream, pool) on
-	// devices with driver.VMM; without VMM the allocator falls back to
+	// ExpandableSegments maps memory page by page into reserved virtual
+	// ranges per (stream, pool) on devices with driver.VMM; without VMM the allocator falls back to
 	// plain segments and Stats reports it.
 	ExpandableSegments bool
 	// MaxSplitSize: blocks of at least this many bytes are never split and
