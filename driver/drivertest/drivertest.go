@@ -699,6 +699,25 @@ func testVMM(t *testing.T, e *env) {
 		t.Error("rule: memory of a released handle stays until its last unmap")
 	}
 	must(t, "MemUnmap", v.MemUnmap(r, 2*g))
+	// Allocators map page by page and unmap runs of pages at once: one
+	// MemUnmap may span several mappings (each covered whole).
+	h1, err := v.MemCreate(g)
+	must(t, "MemCreate", err)
+	h2, err := v.MemCreate(g)
+	must(t, "MemCreate", err)
+	must(t, "MemMap", v.MemMap(r+driver.Ptr(g), g, 0, h1))
+	must(t, "MemMap", v.MemMap(r+driver.Ptr(2*g), g, 0, h2))
+	must(t, "SetAccess over two mappings", v.SetAccess(r+driver.Ptr(g), 2*g))
+	m := int(min(g, 4<<20))
+	must(t, "CopyHtoD across the two mappings", d.CopyHtoD(r+driver.Ptr(2*g)-driver.Ptr(m/2), src.Bytes()[:m], s))
+	must(t, "CopyDtoH across the two mappings", d.CopyDtoH(out.Bytes()[:m], r+driver.Ptr(2*g)-driver.Ptr(m/2), s))
+	must(t, "Synchronize", s.Synchronize())
+	if !bytes.Equal(out.Bytes()[:m], src.Bytes()[:m]) {
+		t.Error("rule: adjacent mappings of two handles read back as one range")
+	}
+	must(t, "MemRelease", v.MemRelease(h1))
+	must(t, "MemRelease", v.MemRelease(h2))
+	must(t, "MemUnmap of a range spanning two mappings", v.MemUnmap(r+driver.Ptr(g), 2*g))
 	must(t, "AddressFree", v.AddressFree(r, 4*g))
 }
 
