@@ -52,54 +52,47 @@ func runErr(op string, err error, host bool) error {
 // CopyHtoD queues a copy of src, which must lie inside a live HostBuffer of
 // d, to dst on s.
 func (d *Device) CopyHtoD(dst driver.Ptr, src []byte, s driver.Stream) error {
-	const op = "CopyHtoD"
-	st, err := d.stream(s, op)
-	if err != nil {
-		return err
-	}
-	hp, n := hostAddr(src)
-	if n == 0 {
-		return nil
-	}
-	if err := d.pinned(op, hp, n); err != nil {
-		return err
-	}
-	if err := d.devRange(op, "destination", dst, n); err != nil {
-		return err
-	}
-	if err := d.fault(op, false); err != nil {
-		return err
-	}
-	d.stats.copies.Add(1)
-	return st.enqueue(op, func() error {
-		return d.wrapRun(copyMem(op, d.mem, uint64(dst), d.host, hp, n, 2))
-	})
+	return d.hostCopy("CopyHtoD", src, dst, true, s)
 }
 
 // CopyDtoH queues a copy of src to dst, which must lie inside a live
 // HostBuffer of d, on s.
 func (d *Device) CopyDtoH(dst []byte, src driver.Ptr, s driver.Stream) error {
-	const op = "CopyDtoH"
+	return d.hostCopy("CopyDtoH", dst, src, false, s)
+}
+
+// hostCopy checks and queues a copy between pinned host memory and device
+// memory at dev, towards the device when toDev is set.
+func (d *Device) hostCopy(op string, host []byte, dev driver.Ptr, toDev bool, s driver.Stream) error {
 	st, err := d.stream(s, op)
 	if err != nil {
 		return err
 	}
-	hp, n := hostAddr(dst)
+	hp, n := hostAddr(host)
 	if n == 0 {
 		return nil
 	}
 	if err := d.pinned(op, hp, n); err != nil {
 		return err
 	}
-	if err := d.devRange(op, "source", src, n); err != nil {
+	what := "source"
+	if toDev {
+		what = "destination"
+	}
+	if err := d.devRange(op, what, dev, n); err != nil {
 		return err
 	}
 	if err := d.fault(op, false); err != nil {
 		return err
 	}
 	d.stats.copies.Add(1)
+	if toDev {
+		return st.enqueue(op, func() error {
+			return d.wrapRun(copyMem(op, d.mem, uint64(dev), d.host, hp, n, 2))
+		})
+	}
 	return st.enqueue(op, func() error {
-		return d.wrapRun(copyMem(op, d.host, hp, d.mem, uint64(src), n, 1))
+		return d.wrapRun(copyMem(op, d.host, hp, d.mem, uint64(dev), n, 1))
 	})
 }
 

@@ -89,6 +89,22 @@ func (d *Device) AddressReserve(size, alignment uint64) (driver.Ptr, error) {
 
 // reservation finds the reservation holding [p, p+size) with granule-aligned
 // bounds. Caller holds d.mem.mu.
+// granulesMapped checks that granules [first, last) of r are all mapped
+// (want true) or all unmapped. d.mem.mu held.
+func (d *Device) granulesMapped(op string, r *region, first, last int, want bool) error {
+	for i := first; i < last; i++ {
+		if mapped := r.granules[i].h != nil; mapped != want {
+			state, fix := "not mapped", "MemMap it first"
+			if mapped {
+				state, fix = "already mapped", "MemUnmap it first"
+			}
+			return fmt.Errorf("sim device %d: %s: granule at %#x is %s; %s: %w",
+				d.ordinal, op, r.base+uint64(i)*r.gran, state, fix, driver.ErrInvalidValue)
+		}
+	}
+	return nil
+}
+
 func (d *Device) reservation(op string, p driver.Ptr, size uint64) (*region, int, int, error) {
 	if err := d.multiple(op, "size", size, false); err != nil {
 		return nil, 0, 0, err
@@ -225,11 +241,8 @@ func (d *Device) MemMap(p driver.Ptr, size, offset uint64, id driver.MemHandle) 
 	if err != nil {
 		return err
 	}
-	for i := first; i < last; i++ {
-		if r.granules[i].h != nil {
-			return fmt.Errorf("sim device %d: %s: granule at %#x is already mapped; MemUnmap it first: %w",
-				d.ordinal, op, r.base+uint64(i)*r.gran, driver.ErrInvalidValue)
-		}
+	if err := d.granulesMapped(op, r, first, last, false); err != nil {
+		return err
 	}
 	if err := mapFileFixed(uint64(p), size, h.fd, offset); err != nil {
 		return fmt.Errorf("sim device %d: %s: %w", d.ordinal, op, err)
@@ -256,11 +269,8 @@ func (d *Device) SetAccess(p driver.Ptr, size uint64) error {
 	if err != nil {
 		return err
 	}
-	for i := first; i < last; i++ {
-		if r.granules[i].h == nil {
-			return fmt.Errorf("sim device %d: %s: granule at %#x is not mapped; MemMap it first: %w",
-				d.ordinal, op, r.base+uint64(i)*r.gran, driver.ErrInvalidValue)
-		}
+	if err := d.granulesMapped(op, r, first, last, true); err != nil {
+		return err
 	}
 	if err := protectRW(uint64(p), size); err != nil {
 		return fmt.Errorf("sim device %d: %s: %w", d.ordinal, op, err)
@@ -286,11 +296,8 @@ func (d *Device) MemUnmap(p driver.Ptr, size uint64) error {
 	if err != nil {
 		return err
 	}
-	for i := first; i < last; i++ {
-		if r.granules[i].h == nil {
-			return fmt.Errorf("sim device %d: %s: granule at %#x is not mapped: %w",
-				d.ordinal, op, r.base+uint64(i)*r.gran, driver.ErrInvalidValue)
-		}
+	if err := d.granulesMapped(op, r, first, last, true); err != nil {
+		return err
 	}
 	old := make([]*memHandle, 0, last-first)
 	for i := first; i < last; i++ {
