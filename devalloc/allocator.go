@@ -526,13 +526,8 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 	}
 	if a.shouldSplit(fs, b, rsize) {
 		r := fs.newBlock()
-		*r = block{ptr: b.ptr + driver.Ptr(rsize), size: b.size - rsize, seg: b.seg, prev: b, next: b.next, freedAt: b.freedAt}
-		if b.next != nil {
-			b.next.prev = r
-		} else {
-			b.seg.tail = r
-		}
-		b.next = r
+		*r = block{ptr: b.ptr + driver.Ptr(rsize), size: b.size - rsize, seg: b.seg, freedAt: b.freedAt}
+		insertAfter(b, r)
 		b.size = rsize
 		fs.free.insert(r)
 		if inactiveSplit(r) {

@@ -95,6 +95,17 @@ func insertAfter(b, n *block) {
 	b.next = n
 }
 
+// insertBefore links n into b's segment right before b. a.mu held.
+func insertBefore(b, n *block) {
+	n.prev, n.next = b.prev, b
+	if b.prev != nil {
+		b.prev.next = n
+	} else {
+		b.seg.head = n
+	}
+	b.prev = n
+}
+
 func (a *Allocator) growExpandableLocked(fs *freeSet, rsize, size uint64, s driver.Stream) (*block, error) {
 	var b *block
 	for _, seg := range fs.exps {
@@ -319,13 +330,7 @@ func (a *Allocator) unmapFreeLocked(fs *freeSet, b *block) (*block, error) {
 	if begin > off {
 		pre := fs.newBlock()
 		*pre = block{ptr: b.ptr, size: begin - off, seg: seg, freedAt: b.freedAt}
-		if b.prev != nil {
-			insertAfter(b.prev, pre)
-		} else {
-			pre.next = b
-			b.prev = pre
-			seg.head = pre
-		}
+		insertBefore(b, pre)
 		fs.free.insert(pre)
 	}
 	if tail := off + b.size; tail > end {

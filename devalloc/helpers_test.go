@@ -124,7 +124,11 @@ func (s *shadow) check(t testing.TB) {
 func consistent(t testing.TB, snap *Snapshot) {
 	t.Helper()
 	var reserved, allocated, active, requested, nalloc, nseg uint64
-	ranges := map[[2]any]bool{} // an expandable range shows as one segment per mapped run
+	type rangeKey struct {
+		stream uint64
+		typ    string
+	}
+	ranges := map[rangeKey]bool{} // an expandable range shows as one segment per mapped run
 	for _, seg := range snap.Segments {
 		at := seg.Address
 		var segAlloc, segActive uint64
@@ -156,7 +160,7 @@ func consistent(t testing.TB, snap *Snapshot) {
 		allocated += segAlloc
 		active += segActive
 		if seg.IsExpandable {
-			ranges[[2]any{seg.Stream, seg.SegmentType}] = true
+			ranges[rangeKey{seg.Stream, seg.SegmentType}] = true
 		} else {
 			nseg++
 		}
