@@ -361,7 +361,7 @@ func TestGarbageCollection(t *testing.T) {
 }
 
 func TestExpandableSegments(t *testing.T) {
-	dev, _ := openDev(t, "capacity=256MiB")
+	dev, h := openDev(t, "capacity=256MiB")
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, "expandable_segments:true")
 	p := mustAlloc(t, a, 3*mib, s) // maps 2 pages
@@ -370,6 +370,10 @@ func TestExpandableSegments(t *testing.T) {
 	if !st.ExpandableSegments || st.ReservedBytes.All().Current != 6*mib || st.Segment.All().Current != 1 || st.NumDeviceAlloc != 3 {
 		t.Errorf("expandable %v reserved %d segments %d device allocs %d; want true, 6 MiB, 1, 3 pages",
 			st.ExpandableSegments, st.ReservedBytes.All().Current, st.Segment.All().Current, st.NumDeviceAlloc)
+	}
+	// One MemCreate and MemMap per page, one SetAccess per growth.
+	if ds := h.Stats(); ds.MemCreates != 3 || ds.MemMaps != 3 || ds.SetAccesses != 2 {
+		t.Errorf("driver calls: MemCreate %d MemMap %d SetAccess %d; want 3, 3, 2", ds.MemCreates, ds.MemMaps, ds.SetAccesses)
 	}
 	if q != p+3*mib {
 		t.Errorf("second block at %v, want right after the first (%v)", q, p+3*mib)
@@ -393,7 +397,7 @@ func TestExpandableSegments(t *testing.T) {
 }
 
 func TestExpandableUnmapsInteriorPages(t *testing.T) {
-	dev, _ := openDev(t, "capacity=256MiB")
+	dev, h := openDev(t, "capacity=256MiB")
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, "expandable_segments:true,history_entries:64")
 	x := mustAlloc(t, a, 2*mib, s) // [0, 2) MiB of the range
@@ -409,6 +413,9 @@ func TestExpandableUnmapsInteriorPages(t *testing.T) {
 	st := a.Stats()
 	if got := st.ReservedBytes.All().Current; got != 4*mib || st.NumDeviceFree != 3 {
 		t.Errorf("after freeing the middle block and EmptyCache: reserved %d, device frees %d; want 4 MiB and 3 pages unmapped", got, st.NumDeviceFree)
+	}
+	if n := h.Stats().MemUnmaps; n != 1 {
+		t.Errorf("%d MemUnmap calls for one run of free pages, want 1", n)
 	}
 	snap := a.Snapshot()
 	consistent(t, snap)

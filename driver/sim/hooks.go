@@ -23,6 +23,9 @@ type Stats struct {
 	EventRecords          uint64
 	EventQueries          uint64
 	Copies                uint64 // async and sync copies accepted
+	// Successful VMM calls: allocators are judged by how few they make
+	// (SetAccess is the dear one on CUDA).
+	MemCreates, MemMaps, SetAccesses, MemUnmaps uint64
 }
 
 // Stats returns the device's counters.
@@ -39,6 +42,10 @@ func (d *Device) Stats() Stats {
 		EventRecords:   c.eventRecords.Load(),
 		EventQueries:   c.eventQueries.Load(),
 		Copies:         c.copies.Load(),
+		MemCreates:     c.memCreates.Load(),
+		MemMaps:        c.memMaps.Load(),
+		SetAccesses:    c.setAccesses.Load(),
+		MemUnmaps:      c.memUnmaps.Load(),
 	}
 }
 

@@ -377,4 +377,6 @@ type counters struct {
 	bytesAllocated                        atomic.Int64
 	streamsCreated, eventsCreated         atomic.Uint64
 	eventRecords, eventQueries, copies    atomic.Uint64
+	memCreates, memMaps, setAccesses      atomic.Uint64
+	memUnmaps                             atomic.Uint64
 }

@@ -173,6 +173,7 @@ func (d *Device) MemCreate(size uint64) (driver.MemHandle, error) {
 	h := &memHandle{id: d.nextHandle, size: size, fd: fd}
 	d.handles[h.id] = h
 	d.mu.Unlock()
+	d.stats.memCreates.Add(1)
 	return h.id, nil
 }
 
@@ -251,6 +252,7 @@ func (d *Device) MemMap(p driver.Ptr, size, offset uint64, id driver.MemHandle) 
 		r.granules[i] = granule{h: h}
 	}
 	h.mapped += last - first
+	d.stats.memMaps.Add(1)
 	return nil
 }
 
@@ -278,6 +280,7 @@ func (d *Device) SetAccess(p driver.Ptr, size uint64) error {
 	for i := first; i < last; i++ {
 		r.granules[i].access = true
 	}
+	d.stats.setAccesses.Add(1)
 	return nil
 }
 
@@ -316,6 +319,7 @@ func (d *Device) MemUnmap(p driver.Ptr, size uint64) error {
 			d.stats.bytesAllocated.Add(-int64(h.size))
 		}
 	}
+	d.stats.memUnmaps.Add(1)
 	return nil
 }
 

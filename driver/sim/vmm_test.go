@@ -117,6 +117,11 @@ func TestVMM(t *testing.T) {
 	if err := vmm.MemUnmap(r+driver.Ptr(g), 2*g); err != nil {
 		t.Fatal(err)
 	}
+	// Only successful calls count: the refused ones above do not.
+	if st := h.Stats(); st.MemCreates != 1 || st.MemMaps != 2 || st.SetAccesses != 1 || st.MemUnmaps != 1 {
+		t.Errorf("VMM call counts %d/%d/%d/%d, want MemCreate 1, MemMap 2, SetAccess 1, MemUnmap 1",
+			st.MemCreates, st.MemMaps, st.SetAccesses, st.MemUnmaps)
+	}
 	if free, total, _ := dev.MemInfo(); free != total {
 		t.Errorf("after the last unmap of a released handle: %d free of %d", free, total)
 	}
