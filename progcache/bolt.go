@@ -296,6 +296,12 @@ func (c *Bolt) Get(ctx context.Context, k Key) (Object, bool, error) {
 	if derr == nil && sk != k {
 		derr = corruptf("entry stored under key %s found under %s", sk, k)
 	}
+	if errors.Is(derr, ErrUnreadable) {
+		// Written by a differently configured process: keep it.
+		c.stats.Misses++
+		c.stats.Unreadable++
+		return Object{}, false, nil
+	}
 	if derr != nil {
 		c.stats.Misses++
 		c.stats.Corrupt++
@@ -623,7 +629,8 @@ func (c *Bolt) Entries(ctx context.Context, verify bool) ([]EntryInfo, error) {
 		}
 		if err != nil {
 			ei.Err = err.Error()
-			if verify {
+			ei.Unreadable = errors.Is(err, ErrUnreadable)
+			if verify && !ei.Unreadable {
 				c.mu.Lock()
 				c.stats.Corrupt++
 				derr := c.deleteLocked(be.key)

@@ -209,3 +209,34 @@ func TestBoltLocked(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 }
+
+// TestBoltOtherMACKeyKept: reopened with another MAC key, a Bolt reports
+// the entries as unreadable misses and keeps them; the right key reads them
+// again, and verification does not remove them.
+func TestBoltOtherMACKeyKept(t *testing.T) {
+	ctx := context.Background()
+	p := filepath.Join(t.TempDir(), "cache.db")
+	right := BoltOptions{Record: RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32)}}
+	wrong := BoltOptions{Record: RecordOptions{MACKey: bytes.Repeat([]byte{2}, 32)}}
+	c := openBolt(t, p, right)
+	if err := c.Put(ctx, testKey(1), testObject(1, 100)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	c = openBolt(t, p, wrong)
+	if _, ok, err := c.Get(ctx, testKey(1)); ok || err != nil {
+		t.Fatalf("Get with another MAC key = hit %v, err %v; want a miss", ok, err)
+	}
+	es, err := c.Entries(ctx, true)
+	if err != nil || len(es) != 1 || !es[0].Unreadable {
+		t.Fatalf("Entries(verify) with another MAC key = %+v, %v; want the entry reported unreadable", es, err)
+	}
+	if s := c.Stats(); s.Unreadable != 1 || s.Corrupt != 0 || s.Misses != 1 {
+		t.Errorf("unreadable %d, corrupt %d, misses %d; want 1, 0, 1", s.Unreadable, s.Corrupt, s.Misses)
+	}
+	c.Close()
+	c = openBolt(t, p, right)
+	if got, ok, err := c.Get(ctx, testKey(1)); !ok || err != nil || !got.Equal(testObject(1, 100)) {
+		t.Fatalf("Get with the right key after a wrong-key session = hit %v, err %v; want the object", ok, err)
+	}
+}

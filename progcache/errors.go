@@ -20,6 +20,12 @@ var (
 	// structure checks. Caches turn it into a miss; it surfaces from
 	// DecodeRecord and from verification.
 	ErrCorrupt = errors.New("progcache: corrupt entry")
+	// ErrUnreadable reports an entry record written by a differently
+	// configured process: another record version, check kind or MAC key.
+	// Caches treat it as a miss counted in Stats.Unreadable and leave the
+	// entry in place, since a peer configured like its writer can still
+	// read it; verification never removes it.
+	ErrUnreadable = errors.New("progcache: entry unreadable with this configuration")
 	// ErrTooLarge reports an object larger than the cache's byte cap; it is
 	// not stored and evicts nothing.
 	ErrTooLarge = errors.New("progcache: object larger than the cache's byte cap")

@@ -103,7 +103,7 @@ type FileStream struct {
 	count   atomic.Int64 // running estimate of entries
 	closed  atomic.Bool
 
-	hits, misses, puts, evictions, tooLarge, corrupt atomic.Int64
+	hits, misses, puts, evictions, tooLarge, corrupt, unreadable atomic.Int64
 
 	flight flightGroup
 	hooks  fsHooks
@@ -202,6 +202,12 @@ func (c *FileStream) get(ctx context.Context, k Key, countMiss bool) (Object, bo
 	sk, obj, err := DecodeRecord(b, c.opts.Record)
 	if err == nil && sk != k {
 		err = corruptf("entry stored under key %s found under %s", sk, k)
+	}
+	if errors.Is(err, ErrUnreadable) {
+		// Written by a differently configured peer: keep it.
+		c.unreadable.Add(1)
+		c.misses.Add(1)
+		return Object{}, false, nil
 	}
 	if err != nil {
 		c.corrupt.Add(1)
@@ -320,6 +326,7 @@ func (c *FileStream) Stats() Stats {
 		Entries: c.count.Load(), Bytes: c.bytes.Load(), MaxBytes: c.opts.MaxBytes,
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Puts: c.puts.Load(),
 		Evictions: c.evictions.Load(), TooLarge: c.tooLarge.Load(), Corrupt: c.corrupt.Load(),
+		Unreadable: c.unreadable.Load(),
 	}
 }
 
@@ -346,7 +353,8 @@ func (c *FileStream) statsName(prefix string) string {
 
 func (c *FileStream) sessionCounters() Stats {
 	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Puts: c.puts.Load(),
-		Evictions: c.evictions.Load(), TooLarge: c.tooLarge.Load(), Corrupt: c.corrupt.Load()}
+		Evictions: c.evictions.Load(), TooLarge: c.tooLarge.Load(), Corrupt: c.corrupt.Load(),
+		Unreadable: c.unreadable.Load()}
 }
 
 func (c *FileStream) writeCounters(s Stats) error {
@@ -628,7 +636,11 @@ type EntryInfo struct {
 	Kind    string    `json:"kind,omitempty"`
 	Name    string    `json:"name,omitempty"`
 	CodeLen int       `json:"code_len"`
-	Err     string    `json:"error,omitempty"`
+	// Err says why the entry could not be read; empty for a good entry.
+	Err string `json:"error,omitempty"`
+	// Unreadable is set when the entry was written under another
+	// configuration (ErrUnreadable): not corrupt, and never removed.
+	Unreadable bool `json:"unreadable,omitempty"`
 }
 
 // MarshalText lets EntryInfo's key print as hex in JSON.
@@ -674,7 +686,8 @@ func (c *FileStream) Entries(ctx context.Context, verify bool) ([]EntryInfo, err
 		}
 		if err != nil {
 			ei.Err = err.Error()
-			if verify && c.removeIfSame(e.path, st.info()) {
+			ei.Unreadable = errors.Is(err, ErrUnreadable)
+			if verify && !ei.Unreadable && c.removeIfSame(e.path, st.info()) {
 				c.corrupt.Add(1)
 			}
 		} else {

@@ -120,8 +120,18 @@ func TestFileStreamMAC(t *testing.T) {
 	if _, ok, _ := keyed.Get(ctx, testKey(2)); ok {
 		t.Fatal("a keyed cache must reject an entry written without the key")
 	}
-	if keyed.Stats().Corrupt != 1 || other.Stats().Corrupt != 1 {
-		t.Errorf("rejections not counted: keyed %d other %d", keyed.Stats().Corrupt, other.Stats().Corrupt)
+	// Another configuration's entries are misses counted as unreadable,
+	// never removed: the peers that wrote them still read them.
+	for name, s := range map[string]Stats{"keyed": keyed.Stats(), "other": other.Stats()} {
+		if s.Unreadable != 1 || s.Corrupt != 0 || s.Misses != 1 {
+			t.Errorf("%s cache: unreadable %d, corrupt %d, misses %d; want 1, 0, 1", name, s.Unreadable, s.Corrupt, s.Misses)
+		}
+	}
+	if _, ok, _ := keyed.Get(ctx, testKey(1)); !ok {
+		t.Error("a peer with another MAC key removed the keyed cache's entry")
+	}
+	if _, ok, _ := plain.Get(ctx, testKey(2)); !ok {
+		t.Error("a keyed peer removed the unkeyed cache's entry")
 	}
 	if _, err := OpenFileStream(t.TempDir(), FileStreamOptions{Record: RecordOptions{MACKey: []byte("short")}}); err == nil {
 		t.Error("a 5-byte MAC key must be refused")

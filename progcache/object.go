@@ -55,8 +55,10 @@ func (o Object) Clone() Object {
 // Cache stores compiled objects by key. Implementations in this module are
 // safe for concurrent use; progcache/cachetest checks the contract.
 //
-// Get reports a miss as (Object{}, false, nil); an unreadable, corrupt or
-// tampered entry is a miss too (counted in Stats.Corrupt and removed). Put
+// Get reports a miss as (Object{}, false, nil); a corrupt or tampered entry
+// is a miss too (counted in Stats.Corrupt and removed), and so is an entry
+// written under another configuration (counted in Stats.Unreadable and
+// kept). Put
 // replaces an existing entry. An object larger than the byte cap is not
 // stored, evicts nothing and makes Put return an error wrapping ErrTooLarge.
 // Delete of an absent key is not an error. After Close every method returns
@@ -85,14 +87,19 @@ type Stats struct {
 	Puts       int64 `json:"puts"`
 	Evictions  int64 `json:"evictions"`
 	TooLarge   int64 `json:"too_large"`
-	Corrupt    int64 `json:"corrupt"` // corrupt, foreign or tampered entries removed
+	Corrupt    int64 `json:"corrupt"`    // corrupt, foreign or tampered entries removed
+	Unreadable int64 `json:"unreadable"` // entries of another configuration, kept (also counted in Misses)
 }
 
-// countersSize is the encoded size of the six persistent counters.
-const countersSize = 48
+// countersSize is the encoded size of the seven persistent counters;
+// oldCountersSize, of the six written before Unreadable was counted.
+const (
+	countersSize    = 56
+	oldCountersSize = 48
+)
 
 func (s *Stats) counters() []*int64 {
-	return []*int64{&s.Hits, &s.Misses, &s.Puts, &s.Evictions, &s.TooLarge, &s.Corrupt}
+	return []*int64{&s.Hits, &s.Misses, &s.Puts, &s.Evictions, &s.TooLarge, &s.Corrupt, &s.Unreadable}
 }
 
 // addCounters adds the counts of now minus since to s.
@@ -103,8 +110,8 @@ func (s *Stats) addCounters(now, since Stats) {
 	}
 }
 
-// encodeCounters writes hits, misses, puts, evictions, too-large and
-// corrupt as little-endian uint64s: the persistent form both Bolt (in its
+// encodeCounters writes hits, misses, puts, evictions, too-large, corrupt
+// and unreadable as little-endian uint64s: the persistent form both Bolt (in its
 // meta bucket) and FileStream (in stats/ files) keep.
 func encodeCounters(s Stats) []byte {
 	b := make([]byte, 0, countersSize)
@@ -116,10 +123,10 @@ func encodeCounters(s Stats) []byte {
 
 func decodeCounters(b []byte) (Stats, bool) {
 	var s Stats
-	if len(b) != countersSize {
+	if len(b) != countersSize && len(b) != oldCountersSize {
 		return s, false
 	}
-	for i, p := range s.counters() {
+	for i, p := range s.counters()[:len(b)/8] {
 		*p = int64(binary.LittleEndian.Uint64(b[8*i:]))
 	}
 	return s, true

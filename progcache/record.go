@@ -7,6 +7,7 @@ package progcache
 //	magic     4 bytes  "AKPC"
 //	version   1 byte   recordVersion
 //	check     1 byte   checkCRC32C | checkBlake2bMAC | checkHMACSHA256
+//	key id    8 bytes  which MAC key sealed it (zero for CRC-32C)
 //	key      32 bytes  the key the entry was stored under
 //	kind      u16 length + bytes
 //	name      u16 length + bytes
@@ -21,6 +22,17 @@ package progcache
 // bytes that remain before anything is allocated, and the stored key must
 // equal the key asked for: a record copied under another key's name is a
 // miss, not a wrong object.
+//
+// Corrupt and unreadable are kept apart. A record of another record
+// version, sealed with another check kind, or sealed with another MAC key
+// (its key id differs) was written by a process configured differently:
+// it is unreadable here (ErrUnreadable), a miss that is left in place,
+// since a peer with the right configuration can still use it. Only a record
+// that fails the check its own header names, or is malformed, is corrupt
+// (ErrCorrupt) and may be removed. The key id is the first 8 bytes of the
+// MAC of a fixed label under the key: it tells keys apart without saying
+// anything about them, and forging it only turns a tampered record into an
+// unreadable one, which is a miss either way.
 
 import (
 	"crypto/hmac"
@@ -36,13 +48,14 @@ import (
 
 const (
 	recordMagic   = "AKPC"
-	recordVersion = 1
+	recordVersion = 2
 
 	checkCRC32C     = 1
 	checkBlake2bMAC = 2
 	checkHMACSHA256 = 3
 
-	recordHeaderSize = 4 + 1 + 1 + KeySize
+	keyIDSize        = 8
+	recordHeaderSize = 4 + 1 + 1 + keyIDSize + KeySize
 
 	// MaxKindLen bounds Object.Kind: a short format name.
 	MaxKindLen = 255
@@ -98,17 +111,33 @@ func (o RecordOptions) trailerSize() int {
 }
 
 func (o RecordOptions) sum(b []byte) []byte {
-	var h hash.Hash
-	switch o.check() {
-	case checkCRC32C:
+	if o.check() == checkCRC32C {
 		return binary.LittleEndian.AppendUint32(nil, crc32.Checksum(b, castagnoli))
-	case checkHMACSHA256:
+	}
+	return o.mac(b)
+}
+
+func (o RecordOptions) mac(b []byte) []byte {
+	var h hash.Hash
+	if o.check() == checkHMACSHA256 {
 		h = hmac.New(sha256.New, o.MACKey)
-	default:
+	} else {
 		h, _ = blake2b.New256(o.MACKey) // key length validated
 	}
 	h.Write(b)
 	return h.Sum(nil)
+}
+
+// keyIDLabel is what the key id is the MAC of.
+const keyIDLabel = "accelkit/progcache/record key id"
+
+// keyID names the MAC key a record was sealed with; zero for CRC-32C.
+func (o RecordOptions) keyID() [keyIDSize]byte {
+	var id [keyIDSize]byte
+	if o.MACKey != nil {
+		copy(id[:], o.mac([]byte(keyIDLabel)))
+	}
+	return id
 }
 
 // RecordSize returns the encoded length of obj's record under o.
@@ -148,6 +177,8 @@ func EncodeRecord(k Key, obj Object, o RecordOptions) ([]byte, error) {
 	b := make([]byte, 0, RecordSize(obj, o))
 	b = append(b, recordMagic...)
 	b = append(b, recordVersion, o.check())
+	id := o.keyID()
+	b = append(b, id[:]...)
 	b = append(b, k[:]...)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(obj.Kind)))
 	b = append(b, obj.Kind...)
@@ -177,8 +208,11 @@ func appendMap(b []byte, m map[string]string) []byte {
 }
 
 // DecodeRecord checks and parses a record. It returns the stored key and
-// the object; any failure wraps ErrCorrupt and says what was wrong. The
-// object's Code aliases b. DecodeRecord never panics, whatever b holds.
+// the object. A record written under another configuration (record
+// version, check kind or MAC key) fails with an error wrapping
+// ErrUnreadable; any other failure wraps ErrCorrupt; both say what was
+// wrong. The object's Code aliases b. DecodeRecord never panics, whatever b
+// holds.
 func DecodeRecord(b []byte, o RecordOptions) (Key, Object, error) {
 	var k Key
 	if err := o.validate(); err != nil {
@@ -192,20 +226,30 @@ func DecodeRecord(b []byte, o RecordOptions) (Key, Object, error) {
 		return k, Object{}, corruptf("bad magic %q: not a progcache entry", b[:4])
 	}
 	if b[4] != recordVersion {
-		return k, Object{}, corruptf("record version %d: this build reads version %d", b[4], recordVersion)
+		return k, Object{}, unreadablef("record version %d: this build reads version %d", b[4], recordVersion)
+	}
+	if b[5] < checkCRC32C || b[5] > checkHMACSHA256 {
+		return k, Object{}, corruptf("unknown check kind %d", b[5])
 	}
 	if b[5] != o.check() {
-		return k, Object{}, corruptf("record sealed with check kind %d, cache expects %d (a MAC key mismatch?)", b[5], o.check())
+		return k, Object{}, unreadablef("record sealed with %s, this cache is configured for %s", checkName(b[5]), checkName(o.check()))
+	}
+	id := o.keyID()
+	if string(b[6:6+keyIDSize]) != string(id[:]) {
+		if o.MACKey == nil {
+			return k, Object{}, corruptf("CRC-32C record carries a MAC key id")
+		}
+		return k, Object{}, unreadablef("record sealed with another MAC key (key id %x, this cache's is %x)", b[6:6+keyIDSize], id)
 	}
 	body, trailer := b[:len(b)-ts], b[len(b)-ts:]
 	if o.MACKey != nil {
 		if !hmac.Equal(o.sum(body), trailer) {
-			return k, Object{}, corruptf("MAC mismatch: entry tampered with or written with another key")
+			return k, Object{}, corruptf("MAC mismatch: the entry was altered after it was sealed")
 		}
 	} else if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(trailer) {
 		return k, Object{}, corruptf("checksum mismatch")
 	}
-	copy(k[:], body[6:recordHeaderSize])
+	copy(k[:], body[6+keyIDSize:recordHeaderSize])
 	r := reader{b: body[recordHeaderSize:]}
 	var obj Object
 	obj.Kind = string(r.next(int(r.u16())))
@@ -228,6 +272,22 @@ func DecodeRecord(b []byte, o RecordOptions) (Key, Object, error) {
 
 func corruptf(format string, args ...any) error {
 	return fmt.Errorf("progcache: "+format+": %w", append(args, ErrCorrupt)...)
+}
+
+func unreadablef(format string, args ...any) error {
+	return fmt.Errorf("progcache: "+format+": %w", append(args, ErrUnreadable)...)
+}
+
+func checkName(c byte) string {
+	switch c {
+	case checkCRC32C:
+		return "CRC-32C (no MAC key)"
+	case checkBlake2bMAC:
+		return "a blake2b MAC"
+	case checkHMACSHA256:
+		return "an HMAC-SHA-256 MAC"
+	}
+	return fmt.Sprintf("check kind %d", c)
 }
 
 // reader parses little-endian fields, remembering the first error; every

@@ -3,6 +3,7 @@ package progcache
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -47,8 +48,6 @@ func TestRecordRejects(t *testing.T) {
 	mac := RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32)}
 	good, _ := EncodeRecord(key, sampleObject(), RecordOptions{})
 	goodMAC, _ := EncodeRecord(key, sampleObject(), mac)
-	otherMAC, _ := EncodeRecord(key, sampleObject(), RecordOptions{MACKey: bytes.Repeat([]byte{2}, 32)})
-	mut := func(b []byte, f func([]byte) []byte) []byte { return f(bytes.Clone(b)) }
 	cases := []struct {
 		name string
 		b    []byte
@@ -57,23 +56,61 @@ func TestRecordRejects(t *testing.T) {
 		{"empty", nil, RecordOptions{}},
 		{"truncated", good[:len(good)-1], RecordOptions{}},
 		{"half", good[:len(good)/2], RecordOptions{}},
-		{"bit flip", mut(good, func(b []byte) []byte { b[60] ^= 0x10; return b }), RecordOptions{}},
+		{"bit flip", mut(good, func(b []byte) { b[60] ^= 0x10 }), RecordOptions{}},
 		{"zero fill", make([]byte, len(good)), RecordOptions{}},
-		{"wrong magic", mut(good, func(b []byte) []byte { b[0] = 'X'; return b }), RecordOptions{}},
-		{"wrong version", mut(good, func(b []byte) []byte { b[4] = 99; return b }), RecordOptions{}},
-		{"unkeyed in keyed cache", good, mac},
-		{"keyed in unkeyed cache", goodMAC, RecordOptions{}},
-		{"other MAC key", otherMAC, mac},
-		{"mac bit flip", mut(goodMAC, func(b []byte) []byte { b[len(b)-40] ^= 1; return b }), mac},
+		{"wrong magic", mut(good, func(b []byte) { b[0] = 'X' }), RecordOptions{}},
+		{"unknown check kind", mut(good, func(b []byte) { b[5] = 9 }), RecordOptions{}},
+		{"mac bit flip", mut(goodMAC, func(b []byte) { b[len(b)-40] ^= 1 }), mac},
+		{"mac key id on a crc record", mut(good, func(b []byte) { b[6] = 1 }), RecordOptions{}},
 		{"foreign", []byte("#!/bin/sh\necho hello, this is not a cache entry at all\n"), RecordOptions{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, _, err := DecodeRecord(tc.b, tc.opt); !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("DecodeRecord error = %v, want ErrCorrupt", err)
+			_, _, err := DecodeRecord(tc.b, tc.opt)
+			if !errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnreadable) {
+				t.Fatalf("DecodeRecord error = %v, want ErrCorrupt only", err)
 			}
 		})
 	}
+}
+
+// TestRecordUnreadable: a record another configuration wrote is
+// ErrUnreadable, not ErrCorrupt, so caches keep it for the peers that can
+// read it.
+func TestRecordUnreadable(t *testing.T) {
+	key := Key{9}
+	mac := RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32)}
+	fips := RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32), FIPS: true}
+	good, _ := EncodeRecord(key, sampleObject(), RecordOptions{})
+	goodMAC, _ := EncodeRecord(key, sampleObject(), mac)
+	otherMAC, _ := EncodeRecord(key, sampleObject(), RecordOptions{MACKey: bytes.Repeat([]byte{2}, 32)})
+	for _, tc := range []struct {
+		name, want string
+		b          []byte
+		opt        RecordOptions
+	}{
+		{"other record version", "record version 99", mut(good, func(b []byte) { b[4] = 99 }), RecordOptions{}},
+		{"unkeyed in keyed cache", "sealed with CRC-32C", good, mac},
+		{"keyed in unkeyed cache", "sealed with a blake2b MAC", goodMAC, RecordOptions{}},
+		{"blake2b in FIPS cache", "sealed with a blake2b MAC", goodMAC, fips},
+		{"other MAC key", "another MAC key", otherMAC, mac},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := DecodeRecord(tc.b, tc.opt)
+			if !errors.Is(err, ErrUnreadable) || errors.Is(err, ErrCorrupt) {
+				t.Fatalf("DecodeRecord error = %v, want ErrUnreadable only", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func mut(b []byte, f func([]byte)) []byte {
+	b = bytes.Clone(b)
+	f(b)
+	return b
 }
 
 func TestRecordBounds(t *testing.T) {
@@ -89,7 +126,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	good, _ := EncodeRecord(Key{1}, sampleObject(), RecordOptions{})
 	f.Add(good, false)
 	f.Add(good[:40], false)
-	f.Add([]byte("AKPC\x01\x01"), false)
+	f.Add([]byte("AKPC\x02\x01"), false)
 	f.Add([]byte{}, true)
 	macOpt := RecordOptions{MACKey: bytes.Repeat([]byte{3}, 32)}
 	goodMAC, _ := EncodeRecord(Key{2}, sampleObject(), macOpt)
@@ -101,8 +138,8 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		k, obj, err := DecodeRecord(b, opt)
 		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("error %v does not wrap ErrCorrupt", err)
+			if errors.Is(err, ErrCorrupt) == errors.Is(err, ErrUnreadable) {
+				t.Fatalf("error %v wraps neither or both of ErrCorrupt and ErrUnreadable", err)
 			}
 			return
 		}
