@@ -34,6 +34,14 @@ var (
 	ErrInvalidConfig = errors.New("progcache: invalid configuration")
 	// ErrClosed reports use of a closed cache.
 	ErrClosed = errors.New("progcache: cache closed")
+	// ErrReadOnly reports a change asked of a cache opened read-only
+	// (FileStreamOptions.ReadOnly, BoltOptions.ReadOnly), which never
+	// changes anything on disk.
+	ErrReadOnly = errors.New("progcache: cache opened read-only")
+	// ErrNotCache reports a path that holds something other than a
+	// progcache cache (a foreign file or directory, a symbolic link where
+	// the cache keeps a directory, a device). It is left untouched.
+	ErrNotCache = errors.New("progcache: not a progcache cache")
 	// ErrLocked reports a bolt file held by another process past the open
 	// timeout. The file is not touched.
 	ErrLocked = errors.New("progcache: cache file locked by another process")
