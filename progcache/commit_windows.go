@@ -3,55 +3,37 @@
 package progcache
 
 import (
-	"os"
+	"errors"
+	"syscall"
 	"time"
 )
 
-// Windows has no renameio: commit writes a temp file in tmp/ and renames it
-// over p with os.Rename (MoveFileEx with MOVEFILE_REPLACE_EXISTING), which
-// fails with a sharing violation while a reader holds the destination open.
-// It retries a bounded number of times with a doubling pause.
+// Windows renames with MoveFileEx (MOVEFILE_REPLACE_EXISTING), which fails
+// while another process holds the target open without FILE_SHARE_DELETE:
+// a sharing violation, or access denied while the target is being deleted.
+// Those two are retried a bounded number of times with a doubling pause,
+// as the Go command's robustio does; any other error is returned at once,
+// and an exhausted retry leaves the entry unstored: a later miss, not a
+// failed compile (storeUnavailable).
 const (
-	commitRetries    = 8
-	commitFirstPause = time.Millisecond
+	errorWriteProtect     syscall.Errno = 19  // ERROR_WRITE_PROTECT
+	errorSharingViolation syscall.Errno = 32  // ERROR_SHARING_VIOLATION
+	errorHandleDiskFull   syscall.Errno = 39  // ERROR_HANDLE_DISK_FULL
+	errorDiskFull         syscall.Errno = 112 // ERROR_DISK_FULL
 )
 
-func (c *FileStream) commit(p string, rec []byte) error {
-	f, err := os.CreateTemp(c.tmp, ".entry-*")
-	if err != nil {
-		return err
-	}
-	tmpName := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmpName)
-		}
-	}()
-	if err := c.writeRecord(f, rec); err != nil {
-		return err
-	}
-	if c.opts.Sync {
-		if err := f.Sync(); err != nil {
-			return err
-		}
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	pause := commitFirstPause
-	for i := 0; ; i++ {
-		err = os.Rename(tmpName, p)
-		if err == nil || i == commitRetries {
-			break
-		}
-		time.Sleep(pause)
-		pause *= 2
-	}
-	if err != nil {
-		return err
-	}
-	ok = true
-	return nil
+func renameRetrying(rename func() error) error {
+	return retryRename(rename, renameRetryable, time.Sleep)
+}
+
+func renameRetryable(err error) bool {
+	return errors.Is(err, errorSharingViolation) || errors.Is(err, syscall.ERROR_ACCESS_DENIED)
+}
+
+// storeUnavailable reports an error that means the cache cannot store
+// here (a full or write-protected disk, a target held open past the
+// retries), as opposed to a fault in the cache.
+func storeUnavailable(err error) bool {
+	return renameRetryable(err) || errors.Is(err, errorWriteProtect) ||
+		errors.Is(err, errorHandleDiskFull) || errors.Is(err, errorDiskFull)
 }

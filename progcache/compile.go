@@ -10,9 +10,9 @@ package progcache
 //
 // Across processes, a FileStream leader first takes a per-key lock file
 // created with O_EXCL and refreshes its mtime (a heartbeat) every
-// LockLease/4 while it compiles. A process that finds the lock polls the
-// cache and the lock; when the heartbeat is older than LockLease the holder
-// is presumed dead and the lock is broken the way pruning removes a victim
+// LockLease/4 while it compiles (filestream_lock.go). A process that finds
+// the lock polls the cache and the lock; when the heartbeat is older than
+// the holder's lease (written in the lock file) the holder is presumed dead and the lock is broken the way pruning removes a victim
 // (rename to trash, compare identity, put back on a mismatch), so two
 // waiters never remove a lock a third has just taken. A live holder keeps
 // refreshing its heartbeat, so it keeps its lock however long it compiles.
@@ -22,10 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"sync"
-	"time"
 )
 
 // CompileFunc produces the object for a key on a miss.
@@ -83,10 +80,11 @@ func (c *FileStream) peek(ctx context.Context, k Key) (Object, bool, error) {
 // its result and returns it. Concurrent callers of one key on one cache
 // run compile once and share its result; on a FileStream, so do callers in
 // other processes. Errors are not cached: a failed compile is retried by
-// the next call. When the object is over the cache's byte cap it is
-// returned anyway (with a nil error) and not stored. A Put failure of
-// another kind is returned together with the compiled object. Waiting
-// honours ctx.
+// the next call. When the cache cannot store the object (over its byte
+// cap, read-only, a read-only or full filesystem, no permission, something
+// foreign at the entry's path) it is returned anyway with a nil error and
+// not stored. A Put failure of another kind is returned together with the
+// compiled object. Waiting honours ctx.
 func GetOrCompile(ctx context.Context, c Cache, k Key, compile CompileFunc) (Object, error) {
 	if obj, ok, err := c.Get(ctx, k); err != nil || ok {
 		return obj, err
@@ -141,108 +139,39 @@ func isCtxErr(err error) bool {
 func lead(ctx context.Context, c Cache, k Key, compile CompileFunc) (Object, error) {
 	if pl, ok := c.(processLocker); ok {
 		unlock, hit, err := pl.lockKey(ctx, k)
-		if err != nil {
+		switch {
+		case err != nil && cannotStore(err):
+			// A read-only cache, or one whose lock directory cannot be
+			// written: compile without the cross-process lock (and, as
+			// the Put will fail the same way, without caching).
+		case err != nil:
 			return Object{}, err
-		}
-		if hit != nil {
+		case hit != nil:
 			return *hit, nil
-		}
-		defer unlock()
-		// A peer may have compiled while we waited for the lock.
-		if obj, ok, err := pl.peek(ctx, k); err != nil || ok {
-			return obj, err
+		default:
+			defer unlock()
+			// A peer may have compiled while we waited for the lock.
+			if obj, ok, err := pl.peek(ctx, k); err != nil || ok {
+				return obj, err
+			}
 		}
 	}
 	obj, err := compile(ctx)
 	if err != nil {
 		return Object{}, err
 	}
-	if err := c.Put(ctx, k, obj); err != nil && !errors.Is(err, ErrTooLarge) {
+	if err := c.Put(ctx, k, obj); err != nil && !cannotStore(err) {
 		return obj, err
 	}
 	return obj, nil
 }
 
-// lockPoll bounds how often a waiter looks at the cache and the lock: a
-// fraction of the lease, so a dead holder is noticed soon after its lease
-// ends, but at most every lockPollMax.
-const lockPollMax = 50 * time.Millisecond
-
-func (c *FileStream) lockPath(k Key) string { return filepath.Join(c.locks, k.String()+".lock") }
-
-// lockKey takes k's lock file, waiting while a live holder has it. It
-// returns hit instead when a peer stored the entry meanwhile.
-func (c *FileStream) lockKey(ctx context.Context, k Key) (func(), *Object, error) {
-	p := c.lockPath(k)
-	poll := min(c.opts.LockLease/8, lockPollMax)
-	waited := false
-	for {
-		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, filePerm)
-		if err == nil {
-			fmt.Fprintf(f, "%d\n", os.Getpid())
-			f.Close()
-			if c.hooks.lockHeld != nil {
-				c.hooks.lockHeld()
-			}
-			return c.heartbeat(p), nil, nil
-		}
-		if !errors.Is(err, fs.ErrExist) {
-			return nil, nil, fmt.Errorf("progcache: create lock file: %w", err)
-		}
-		if !waited {
-			waited = true
-			if c.hooks.waiting != nil {
-				c.hooks.waiting(k)
-			}
-		}
-		if obj, ok, err := c.get(ctx, k, false); err != nil || ok {
-			return nil, &obj, err
-		}
-		if fi, err := os.Stat(p); err == nil && time.Since(fi.ModTime()) > c.opts.LockLease {
-			// Stale heartbeat: the holder died. Break the lock only if it
-			// is still the file judged stale.
-			c.removeIfSame(p, fi)
-			continue
-		}
-		if c.hooks.lockPolled != nil {
-			c.hooks.lockPolled()
-		}
-		t := time.NewTimer(poll)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, nil, ctx.Err()
-		}
-	}
-}
-
-// heartbeat refreshes the lock's mtime every LockLease/4 until the
-// returned unlock is called, which also removes the lock.
-func (c *FileStream) heartbeat(p string) func() {
-	fi, _ := os.Stat(p)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(c.opts.LockLease / 4)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				now := time.Now()
-				os.Chtimes(p, now, now)
-			}
-		}
-	})
-	return func() {
-		close(stop)
-		wg.Wait()
-		// Remove only our own lock: if it was broken and retaken by a
-		// peer (our heartbeat failed to keep it), leave theirs.
-		if cur, err := os.Stat(p); err == nil && fi != nil && os.SameFile(fi, cur) {
-			os.Remove(p)
-		}
-	}
+// cannotStore reports a Put (or lock) error that means this cache cannot
+// keep the object here (too large, read-only, a foreign path, a read-only
+// or full filesystem, no permission) rather than a fault: GetOrCompile
+// then returns the compiled object without an error, as compiling without
+// caching is what the caller wants.
+func cannotStore(err error) bool {
+	return errors.Is(err, ErrTooLarge) || errors.Is(err, ErrReadOnly) || errors.Is(err, ErrNotCache) ||
+		errors.Is(err, fs.ErrPermission) || storeUnavailable(err)
 }

@@ -234,7 +234,9 @@ func TestGetOrCompileProcesses(t *testing.T) {
 // PROGCACHE_KILL_POINT names: "locked" (right after taking the lock) or
 // "compiling" (inside the compile function).
 func holdLockHelper() error {
-	c, err := OpenFileStream(os.Getenv("PROGCACHE_DIR"), FileStreamOptions{LockLease: time.Hour})
+	// The waiter honours the lease written in the lock file, so the
+	// holder's is short: its heartbeat stops when it is killed.
+	c, err := OpenFileStream(os.Getenv("PROGCACHE_DIR"), FileStreamOptions{LockLease: 200 * time.Millisecond})
 	if err != nil {
 		return err
 	}

@@ -12,20 +12,32 @@ package progcache
 //	dir/trash/                   prune victims between rename and check
 //	dir/locks/<key hex>.lock     GetOrCompile's cross-process compile locks
 //	dir/stats/                   counters of closed sessions (see Totals)
+//	dir/aside/                   foreign things verification moved out of
+//	                             the way (created only then; never swept)
 //
 // Readers never see a partial entry: a record is written to tmp/ and
-// renamed over its name (renameio), and every record carries a checksum or
-// MAC that Get verifies, so a torn or foreign file is a counted miss that is
+// renamed over its name, and every record carries a checksum or MAC that
+// Get verifies, so a torn or damaged file is a counted miss that is
 // removed, never a wrong object. Commits do not fsync unless Sync is set.
+//
+// The directory is ours; nothing in it leads out. The root and each of its
+// directories are held open (cacheDir) and every later path is one name
+// resolved in a held directory without following links, so a link, a pipe,
+// a device, or a file where a directory belongs is foreign: a miss for Get,
+// an error for Put, never read, written through, swept or removed.
+// Verification with fixing on moves foreign things into aside/; nothing the
+// cache did not create is ever deleted.
 //
 // Recency is the entry's mtime: Put sets it and a hit refreshes it.
 // Pruning runs when this process's running total passes the byte cap: it
-// rescans the directory (entries plus temp files, which count toward the
-// cap), sweeps temp and trash files older than the lease, and evicts the
-// oldest entries. A victim is renamed into trash/ and its identity (file
-// identity, size, mtime) is compared with the one chosen; if a peer
-// replaced the entry in between, the newer file is linked back to its name
-// (unless an even newer one is there) instead of being deleted.
+// rescans the directory (entries, temp and trash files, which all take
+// space), sweeps temp files older than the lease and trash files older
+// than a minute, and evicts the oldest entries. A victim is renamed into
+// trash/ and its identity (device, inode, size, mtime) is compared with the
+// one chosen; if a peer replaced the entry in between, the newer file is
+// linked back to its name (unless an even newer one is there) instead of
+// being deleted, and if a peer removed it first, its bytes are gone all
+// the same and count as freed.
 
 import (
 	"context"
@@ -34,8 +46,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,23 +59,37 @@ import (
 )
 
 const (
-	// DefaultTempLease is how old a temp or trash file must be before a
-	// sweep removes it: far longer than any write, so a peer's write in
-	// flight is never swept.
+	// DefaultTempLease is how old a temp file must be before a sweep
+	// removes it: far longer than any write, so a peer's write in flight
+	// is never swept.
 	DefaultTempLease = time.Hour
 	// DefaultLockLease is how stale a GetOrCompile lock's heartbeat must
 	// be before a waiter breaks it; the holder refreshes it every
 	// LockLease/4.
 	DefaultLockLease = 30 * time.Second
-	// maxRecordRead bounds how much Get reads of one file, so a huge
-	// foreign file cannot exhaust memory (entries over it are corrupt).
-	maxRecordRead = 1 << 34
+	// DefaultMaxEntryBytes bounds one entry record when neither
+	// MaxEntryBytes nor MaxBytes does: Get reads at most this much of a
+	// file, so a huge or sparse file at an entry's name costs an fstat,
+	// not the memory to hold it.
+	DefaultMaxEntryBytes = 1 << 30
+
+	// trashLease is how old a trash file must be before a sweep removes
+	// it. A trash file is already unlinked from its name; only the
+	// process that moved it there looks at it, for the microseconds of an
+	// identity check, so a minute is ample, and leftovers of killed
+	// processes go soon.
+	trashLease = time.Minute
 
 	// recencyGranularity: a hit refreshes an entry's mtime only when it is
 	// older than this. Eviction order finer than a minute is noise for a
 	// cache pruned by size, and skipping the metadata write makes a
 	// repeated hit a pure read.
 	recencyGranularity = time.Minute
+
+	// headerFirst: an entry file at least this large has its record
+	// header read and checked first, so a large foreign or unreadable
+	// file is judged without reading it whole.
+	headerFirst = 1 << 20
 
 	dirPerm  = 0o700
 	filePerm = 0o600
@@ -70,38 +98,67 @@ const (
 // FileStreamOptions configure a FileStream. The zero value is useful: no
 // byte cap, no fsync, CRC-32C records, default leases.
 type FileStreamOptions struct {
-	// MaxBytes caps the bytes of entries and temp files; 0 means no cap.
+	// MaxBytes caps the bytes of entries, temp and trash files; 0 means no
+	// cap.
 	MaxBytes int64
+	// MaxEntryBytes caps one entry record: Put refuses a larger one with
+	// ErrTooLarge and Get does not read a larger file (a miss counted in
+	// Stats.Unreadable, kept, as a peer with a larger bound may use it).
+	// 0 means DefaultMaxEntryBytes; MaxBytes, when smaller, bounds it too.
+	MaxEntryBytes int64
 	// Sync fsyncs each committed file and its directory, for durability
 	// across power loss. Without it a crash may leave a torn entry, which
 	// is a counted miss.
 	Sync bool
-	// TempLease is the age after which temp and trash files are swept;
-	// 0 means DefaultTempLease.
+	// TempLease is the age after which temp files are swept; 0 means
+	// DefaultTempLease.
 	TempLease time.Duration
-	// LockLease is the heartbeat age after which a GetOrCompile lock is
-	// broken; 0 means DefaultLockLease.
+	// LockLease is the heartbeat age after which this process breaks a
+	// GetOrCompile lock; 0 means DefaultLockLease. It is written into the
+	// lock files this process takes, and a waiter honours the lease of
+	// the holder, not its own.
 	LockLease time.Duration
 	// Record selects CRC-32C (zero value) or a keyed MAC. Every process
-	// sharing the directory must use the same MAC key; entries written
-	// without it are rejected.
+	// sharing the directory must use the same MAC key; an entry sealed
+	// otherwise is a miss counted in Stats.Unreadable and kept.
 	Record RecordOptions
+	// ReadOnly opens an existing cache without changing anything on disk:
+	// no directories are created, nothing is swept, a hit does not
+	// refresh recency, a corrupt entry is a counted miss but stays, Close
+	// saves no counters, and Put, Delete, Clear, Prune and Entries with
+	// verify fail with ErrReadOnly. GetOrCompile on it compiles without
+	// caching.
+	ReadOnly bool
+	// AllowSharedRoot opens a root directory that is writable by its
+	// group or by everyone. Without it such a root is refused: whoever can
+	// write there can plant programs for this process to load. A shared
+	// root should be paired with a MACKey. Unix only; Windows has no such
+	// mode bits.
+	AllowSharedRoot bool
 }
 
 // FileStream is a directory-backed cache, safe for concurrent use by many
 // goroutines and many processes (and hosts on a shared filesystem).
 //
-// Locking: pruneMu serialises this process's prunes; bytes and the stats
-// counters are atomics. Cross-process safety comes from atomic renames and
-// identity checks, never from in-process locks.
+// Locking: life guards the open directory handles and closed: every
+// operation holds it shared while it uses a handle, and Close takes it
+// exclusively to close them, so a descriptor is never used after it was
+// closed (and perhaps reused by the process for another file). No method
+// holding life calls another that takes it. pruneMu serialises this
+// process's prunes; bytes and the counters are atomics. Cross-process
+// safety comes from atomic renames and identity checks, never from
+// in-process locks.
 type FileStream struct {
-	dir, entries, tmp, trash, locks, stats string
+	dir, entries, tmp, trash, locks, stats string // paths, for messages
 	opts                                   FileStreamOptions
 
+	life                                         sync.RWMutex
+	closed                                       bool
+	root, entriesD, tmpD, trashD, locksD, statsD *cacheDir // nil when absent in a read-only cache
+
 	pruneMu sync.Mutex
-	bytes   atomic.Int64 // running estimate of entries + temp bytes
+	bytes   atomic.Int64 // running estimate of entries + temp + trash bytes
 	count   atomic.Int64 // running estimate of entries
-	closed  atomic.Bool
 
 	hits, misses, puts, evictions, tooLarge, corrupt, unreadable atomic.Int64
 
@@ -111,18 +168,19 @@ type FileStream struct {
 
 // fsHooks are test hooks; nil fields do nothing.
 type fsHooks struct {
-	beforeVictimRename func(path string) // between choosing a prune victim and renaming it
+	beforeVictimRename func(path string) // between choosing a prune (or Clear) victim and renaming it
 	midWrite           func()            // after half a record is written to its temp file
 	lockHeld           func()            // GetOrCompile: right after taking the file lock
 	waiting            func(k Key)       // GetOrCompile: a caller starts waiting for another process's lock
 	lockPolled         func()            // GetOrCompile: a waiter found the lock live and will poll again
 }
 
-// OpenFileStream opens (creating as needed) the cache directory dir. It
-// sweeps expired temp files and scans the entries to start the byte count.
+// OpenFileStream opens (creating as needed, unless ReadOnly) the cache
+// directory dir. It sweeps expired temp files and scans the entries to
+// start the byte count.
 func OpenFileStream(dir string, opts FileStreamOptions) (*FileStream, error) {
-	if opts.MaxBytes < 0 {
-		return nil, fmt.Errorf("progcache: filestream byte cap %d: must be 0 (no cap) or positive: %w", opts.MaxBytes, ErrInvalidConfig)
+	if opts.MaxBytes < 0 || opts.MaxEntryBytes < 0 {
+		return nil, fmt.Errorf("progcache: filestream byte cap %d, entry cap %d: each must be 0 (default) or positive: %w", opts.MaxBytes, opts.MaxEntryBytes, ErrInvalidConfig)
 	}
 	if opts.TempLease < 0 || opts.LockLease < 0 {
 		return nil, fmt.Errorf("progcache: filestream leases must not be negative: %w", ErrInvalidConfig)
@@ -136,48 +194,127 @@ func OpenFileStream(dir string, opts FileStreamOptions) (*FileStream, error) {
 	if opts.LockLease == 0 {
 		opts.LockLease = DefaultLockLease
 	}
+	if opts.MaxEntryBytes == 0 {
+		opts.MaxEntryBytes = DefaultMaxEntryBytes
+	}
+	if opts.MaxBytes > 0 && opts.MaxBytes < opts.MaxEntryBytes {
+		opts.MaxEntryBytes = opts.MaxBytes
+	}
 	c := &FileStream{
 		dir: dir, opts: opts,
 		entries: filepath.Join(dir, "entries"), tmp: filepath.Join(dir, "tmp"),
 		trash: filepath.Join(dir, "trash"), locks: filepath.Join(dir, "locks"),
 		stats: filepath.Join(dir, "stats"),
 	}
-	for _, d := range []string{c.entries, c.tmp, c.trash, c.locks, c.stats} {
-		if err := os.MkdirAll(d, dirPerm); err != nil {
+	if !opts.ReadOnly {
+		if err := os.MkdirAll(dir, dirPerm); err != nil {
 			return nil, fmt.Errorf("progcache: create cache directory: %w", err)
 		}
 	}
-	if _, err := c.scan(true); err != nil {
+	if err := c.openDirs(); err != nil {
+		c.closeDirs()
+		return nil, err
+	}
+	if _, err := c.scan(!opts.ReadOnly); err != nil {
+		c.closeDirs()
 		return nil, err
 	}
 	return c, nil
 }
 
+// openDirs opens the root and the cache's directories, refusing a root
+// that others may write and anything foreign where a directory belongs.
+func (c *FileStream) openDirs() error {
+	root, err := openRootDir(c.dir)
+	if err != nil {
+		return fmt.Errorf("progcache: open cache directory: %w", err)
+	}
+	c.root = root
+	st, err := root.stat()
+	if err != nil {
+		return fmt.Errorf("progcache: %w", err)
+	}
+	if runtime.GOOS != "windows" && st.mode.Perm()&0o022 != 0 && !c.opts.AllowSharedRoot {
+		return fmt.Errorf("progcache: cache directory %s has mode %v: writable by its group or others, who could plant programs for this process to load; run chmod go-w on it, or set FileStreamOptions.AllowSharedRoot (with a MAC key): %w", c.dir, st.mode.Perm(), fs.ErrPermission)
+	}
+	create := !c.opts.ReadOnly
+	if c.entriesD, err = root.subdir("entries", create); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("progcache: %s has no entries/ directory: not a progcache cache (a read-only open creates nothing): %w", c.dir, ErrNotCache)
+		}
+		return fmt.Errorf("progcache: open cache directory: %w", err)
+	}
+	for _, sub := range []struct {
+		name string
+		d    **cacheDir
+	}{{"tmp", &c.tmpD}, {"trash", &c.trashD}, {"locks", &c.locksD}, {"stats", &c.statsD}} {
+		d, err := root.subdir(sub.name, create)
+		if c.opts.ReadOnly && errors.Is(err, fs.ErrNotExist) {
+			continue // nothing there to read
+		}
+		if err != nil {
+			return fmt.Errorf("progcache: open cache directory: %w", err)
+		}
+		*sub.d = d
+	}
+	return nil
+}
+
+func (c *FileStream) closeDirs() {
+	for _, d := range []**cacheDir{&c.entriesD, &c.tmpD, &c.trashD, &c.locksD, &c.statsD, &c.root} {
+		(*d).close()
+		*d = nil
+	}
+}
+
 // Dir returns the cache directory.
 func (c *FileStream) Dir() string { return c.dir }
 
-// path is filepath.Join(c.entries, h[:2], h) for h the key's hex, built
-// with one allocation (c.entries is already clean), as every Get calls it.
+// path returns the entry file's path, for messages and tests.
 func (c *FileStream) path(k Key) string {
-	var h [2 * KeySize]byte
-	hex.Encode(h[:], k[:])
-	const sep = string(filepath.Separator)
-	return c.entries + sep + string(h[:2]) + sep + string(h[:])
+	return filepath.Join(c.entries, filepath.FromSlash(entryRel(k)))
 }
 
+// entryRel is "<kk>/<key hex>", the entry's path below entries/, built
+// with one allocation, as every Get needs it.
+func entryRel(k Key) string {
+	var b [3 + 2*KeySize]byte
+	hex.Encode(b[3:], k[:])
+	b[0], b[1], b[2] = b[3], b[4], '/'
+	return string(b[:])
+}
+
+// enter takes life shared and checks ctx and closed; on success the caller
+// must call c.life.RUnlock.
 func (c *FileStream) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if c.closed.Load() {
+	c.life.RLock()
+	if c.closed {
+		c.life.RUnlock()
 		return fmt.Errorf("progcache: filestream %s: %w", c.dir, ErrClosed)
 	}
 	return nil
 }
 
+// enterWrite is enter for an operation that changes the directory.
+func (c *FileStream) enterWrite(ctx context.Context, op string) error {
+	if err := c.enter(ctx); err != nil {
+		return err
+	}
+	if c.opts.ReadOnly {
+		c.life.RUnlock()
+		return fmt.Errorf("progcache: filestream %s: %s: %w", c.dir, op, ErrReadOnly)
+	}
+	return nil
+}
+
 // Get reads and verifies the entry for k and refreshes its recency. A
-// corrupt, truncated, foreign or tampered entry is a miss: it is counted
-// and removed.
+// corrupt, truncated or tampered entry is a miss: it is counted and
+// removed. An entry of another configuration, one over the entry bound, or
+// something foreign at the entry's name is a miss counted as unreadable,
+// and left alone.
 func (c *FileStream) Get(ctx context.Context, k Key) (Object, bool, error) {
 	return c.get(ctx, k, true)
 }
@@ -188,74 +325,150 @@ func (c *FileStream) get(ctx context.Context, k Key, countMiss bool) (Object, bo
 	if err := c.enter(ctx); err != nil {
 		return Object{}, false, err
 	}
-	p := c.path(k)
-	b, st, err := readEntry(p)
-	if errors.Is(err, fs.ErrNotExist) {
+	defer c.life.RUnlock()
+	rel := entryRel(k)
+	e, err := c.entriesD.openEntry(rel[:2], rel[3:])
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		if countMiss {
 			c.misses.Add(1)
 		}
 		return Object{}, false, nil
-	}
-	if err != nil {
-		return Object{}, false, fmt.Errorf("progcache: read entry %s: %w", k, err)
-	}
-	sk, obj, err := DecodeRecord(b, c.opts.Record)
-	if err == nil && sk != k {
-		err = corruptf("entry stored under key %s found under %s", sk, k)
-	}
-	if errors.Is(err, ErrUnreadable) {
-		// Written by a differently configured peer: keep it.
+	case errors.Is(err, ErrNotCache):
 		c.unreadable.Add(1)
 		c.misses.Add(1)
 		return Object{}, false, nil
+	case err != nil:
+		return Object{}, false, fmt.Errorf("progcache: read entry %s: %w", k, err)
 	}
-	if err != nil {
+	defer e.close()
+	sk, obj, err := c.readRecord(ctx, &e)
+	if err == nil && sk != k {
+		err = corruptf("entry stored under key %s found under %s", sk, k)
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrUnreadable):
+		c.unreadable.Add(1)
+		c.misses.Add(1)
+		return Object{}, false, nil
+	case errors.Is(err, ErrCorrupt):
 		c.corrupt.Add(1)
 		c.misses.Add(1)
-		if c.removeIfSame(p, st.info()) {
-			c.bytes.Add(-st.size())
-			c.count.Add(-1)
+		if !c.opts.ReadOnly {
+			c.removeEntry(rel[:2], rel[3:], e.st)
 		}
 		return Object{}, false, nil
+	default:
+		return Object{}, false, fmt.Errorf("progcache: read entry %s: %w", k, err)
 	}
-	if now := time.Now(); now.Sub(st.modTime()) > recencyGranularity {
-		_ = os.Chtimes(p, now, now) // a peer may have replaced or pruned it, which is fine
+	if now := time.Now(); !c.opts.ReadOnly && now.Sub(e.st.mtime) > recencyGranularity {
+		_ = e.touch(now) // best effort: recency only orders eviction
 	}
 	c.hits.Add(1)
 	return obj, true, nil
 }
 
-// Put commits obj under k, then prunes if the byte cap is exceeded.
-func (c *FileStream) Put(ctx context.Context, k Key, obj Object) error {
-	if err := c.enter(ctx); err != nil {
-		return err
+// readRecord reads and decodes an open entry file, within the entry bound.
+// An error is ErrCorrupt, ErrUnreadable, or an I/O or context error.
+func (c *FileStream) readRecord(ctx context.Context, e *entryFile) (Key, Object, error) {
+	if e.st.size > c.opts.MaxEntryBytes {
+		return Key{}, Object{}, unreadablef("entry file of %d bytes is over this cache's entry bound of %d bytes", e.st.size, c.opts.MaxEntryBytes)
 	}
+	if e.st.size >= headerFirst {
+		h, err := e.read(ctx, recordHeaderSize)
+		if err != nil {
+			return Key{}, Object{}, err
+		}
+		if err := checkRecordHeader(h, c.opts.Record); err != nil {
+			return Key{}, Object{}, err
+		}
+	}
+	b, err := e.read(ctx, e.st.size)
+	if err != nil {
+		return Key{}, Object{}, err
+	}
+	return DecodeRecord(b, c.opts.Record)
+}
+
+// Put commits obj under k, then prunes if the byte cap is exceeded. It
+// refuses to replace anything but a regular file at the entry's name.
+func (c *FileStream) Put(ctx context.Context, k Key, obj Object) error {
 	rec, err := EncodeRecord(k, obj, c.opts.Record)
 	if err != nil {
 		return err
 	}
-	if c.opts.MaxBytes > 0 && int64(len(rec)) > c.opts.MaxBytes {
+	if int64(len(rec)) > c.opts.MaxEntryBytes {
 		c.tooLarge.Add(1)
-		return fmt.Errorf("progcache: entry of %d bytes, filestream cap %d bytes: %w", len(rec), c.opts.MaxBytes, ErrTooLarge)
+		return fmt.Errorf("progcache: entry of %d bytes, filestream entry cap %d bytes: %w", len(rec), c.opts.MaxEntryBytes, ErrTooLarge)
 	}
-	p := c.path(k)
-	if err := os.MkdirAll(filepath.Dir(p), dirPerm); err != nil {
-		return fmt.Errorf("progcache: create shard directory: %w", err)
+	if err := c.enterWrite(ctx, "put"); err != nil {
+		return err
 	}
-	old, statErr := os.Stat(p)
-	if err := c.commit(p, rec); err != nil {
+	defer c.life.RUnlock()
+	rel := entryRel(k)
+	sd, err := c.entriesD.subdir(rel[:2], true)
+	if err != nil {
+		return fmt.Errorf("progcache: put %s: %w", k, err)
+	}
+	defer sd.close()
+	old, statErr := sd.lstat(rel[3:])
+	if statErr == nil && !old.mode.IsRegular() {
+		return fmt.Errorf("progcache: put %s: %w", k, foreignError(sd.join(rel[3:]), old.mode, "a regular file"))
+	}
+	if err := c.commit(sd, rel[3:], rec); err != nil {
 		return fmt.Errorf("progcache: commit entry %s: %w", k, err)
 	}
 	c.puts.Add(1)
 	if statErr == nil {
-		c.bytes.Add(-old.Size())
+		c.bytes.Add(-old.size)
 	} else {
 		c.count.Add(1)
 	}
 	if c.bytes.Add(int64(len(rec))) > c.opts.MaxBytes && c.opts.MaxBytes > 0 {
-		if _, err := c.prune(ctx, c.opts.MaxBytes, p); err != nil {
+		if _, err := c.prune(ctx, c.opts.MaxBytes, rel); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+var tmpSeq atomic.Uint64
+
+// tmpName is unique across processes and hosts sharing the directory.
+func tmpName() string {
+	return ".entry-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(tmpSeq.Add(1), 10) + "-" + strconv.FormatUint(rand.Uint64(), 36)
+}
+
+// commit writes rec to a new file in tmp/ and renames it over name in the
+// shard directory sd. With Sync the file is fsynced before the rename and
+// the shard directory after it. Without Sync nothing is fsynced: that is
+// the whole cost of cuda.core's put, and records are checksummed, so a
+// torn file after a crash is a counted miss. (renameio does the same dance
+// on path names; here every step is relative to a held directory, so no
+// path component can be swapped for a link in between.)
+func (c *FileStream) commit(sd *cacheDir, name string, rec []byte) error {
+	tn := tmpName()
+	f, err := c.tmpD.create(tn)
+	if err != nil {
+		return err
+	}
+	err = c.writeRecord(f, rec)
+	if err == nil && c.opts.Sync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = renameRetrying(func() error { return c.tmpD.rename(tn, sd, name) })
+	}
+	if err != nil {
+		c.tmpD.remove(tn)
+		return err
+	}
+	if c.opts.Sync {
+		return sd.sync()
 	}
 	return nil
 }
@@ -273,14 +486,28 @@ func (c *FileStream) writeRecord(f io.Writer, rec []byte) error {
 	return err
 }
 
-// Delete removes k's entry; an absent entry is not an error.
+// Delete removes k's entry; an absent entry is not an error, and neither
+// is something foreign at its name, which is left alone.
 func (c *FileStream) Delete(ctx context.Context, k Key) error {
-	if err := c.enter(ctx); err != nil {
+	if err := c.enterWrite(ctx, "delete"); err != nil {
 		return err
 	}
-	fi, err := os.Stat(c.path(k))
+	defer c.life.RUnlock()
+	rel := entryRel(k)
+	sd, err := c.entriesD.subdir(rel[:2], false)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrNotCache) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("progcache: delete entry %s: %w", k, err)
+	}
+	defer sd.close()
+	st, err := sd.lstat(rel[3:])
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && !st.mode.IsRegular()) {
+		return nil
+	}
 	if err == nil {
-		err = os.Remove(c.path(k))
+		err = sd.remove(rel[3:])
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -288,7 +515,7 @@ func (c *FileStream) Delete(ctx context.Context, k Key) error {
 	if err != nil {
 		return fmt.Errorf("progcache: delete entry %s: %w", k, err)
 	}
-	c.bytes.Add(-fi.Size())
+	c.bytes.Add(-st.size)
 	c.count.Add(-1)
 	return nil
 }
@@ -298,57 +525,52 @@ func (c *FileStream) Len(ctx context.Context) (int, error) {
 	if err := c.enter(ctx); err != nil {
 		return 0, err
 	}
-	es, err := c.listEntries(ctx)
-	return len(es), err
+	defer c.life.RUnlock()
+	es, err := c.list(ctx)
+	n := 0
+	for _, e := range es {
+		if e.foreign == "" {
+			n++
+		}
+	}
+	return n, err
 }
 
 // Clear removes every entry (temp files of writers in flight are left).
+// Each removal is identity-checked like a prune's, so an entry a peer
+// committed after the listing survives.
 func (c *FileStream) Clear(ctx context.Context) error {
-	if err := c.enter(ctx); err != nil {
+	if err := c.enterWrite(ctx, "clear"); err != nil {
 		return err
 	}
-	es, err := c.listEntries(ctx)
+	defer c.life.RUnlock()
+	es, err := c.list(ctx)
 	if err != nil {
 		return err
 	}
 	for _, e := range es {
-		if err := os.Remove(e.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if e.foreign != "" {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if c.hooks.beforeVictimRename != nil {
+			c.hooks.beforeVictimRename(c.path(e.key))
+		}
+		if _, err := c.removeEntry(e.shard, e.name, e.st); err != nil {
 			return fmt.Errorf("progcache: clear: %w", err)
 		}
 	}
-	c.scan(false)
-	return nil
+	_, err = c.scan(false)
+	return err
 }
 
 // Stats returns this process's counters and the last known contents.
 func (c *FileStream) Stats() Stats {
-	return Stats{
-		Entries: c.count.Load(), Bytes: c.bytes.Load(), MaxBytes: c.opts.MaxBytes,
-		Hits: c.hits.Load(), Misses: c.misses.Load(), Puts: c.puts.Load(),
-		Evictions: c.evictions.Load(), TooLarge: c.tooLarge.Load(), Corrupt: c.corrupt.Load(),
-		Unreadable: c.unreadable.Load(),
-	}
-}
-
-// Close marks the cache closed. Files stay on disk.
-func (c *FileStream) Close() error {
-	if c.closed.Swap(true) {
-		return nil
-	}
-	return c.saveCounters()
-}
-
-// Persistent counters. Each FileStream adds its session's counts as one new
-// file in stats/ when it closes (no shared file, so no lock), and folds the
-// files into one when there are more than statsFold. Folding claims each
-// file by renaming it to a private name first, so two folders never count a
-// file twice; a crash mid-fold loses those counts, never doubles them.
-const statsFold = 32
-
-var statsSeq atomic.Uint64
-
-func (c *FileStream) statsName(prefix string) string {
-	return filepath.Join(c.stats, fmt.Sprintf("%s%d-%d-%d", prefix, os.Getpid(), time.Now().UnixNano(), statsSeq.Add(1)))
+	s := c.sessionCounters()
+	s.Entries, s.Bytes, s.MaxBytes = c.count.Load(), c.bytes.Load(), c.opts.MaxBytes
+	return s
 }
 
 func (c *FileStream) sessionCounters() Stats {
@@ -357,206 +579,170 @@ func (c *FileStream) sessionCounters() Stats {
 		Unreadable: c.unreadable.Load()}
 }
 
-func (c *FileStream) writeCounters(s Stats) error {
-	tmp := c.statsName(".new-")
-	if err := os.WriteFile(tmp, encodeCounters(s), filePerm); err != nil {
-		return fmt.Errorf("progcache: save counters: %w", err)
-	}
-	if err := os.Rename(tmp, c.statsName("")); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("progcache: save counters: %w", err)
-	}
-	return nil
-}
-
-func (c *FileStream) saveCounters() error {
-	if s := c.sessionCounters(); s != (Stats{}) {
-		if err := c.writeCounters(s); err != nil {
-			return err
-		}
-	}
-	ds, _ := os.ReadDir(c.stats)
-	if len(ds) <= statsFold {
+// Close saves this session's counters (unless read-only) and closes the
+// directory handles, after any operation in flight. Files stay on disk.
+func (c *FileStream) Close() error {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.closed {
 		return nil
 	}
-	var sum Stats
-	var claimed []string
-	for _, d := range ds {
-		if strings.HasPrefix(d.Name(), ".") {
-			continue // another process's claim or write in flight
-		}
-		mine := c.statsName(".fold-")
-		if os.Rename(filepath.Join(c.stats, d.Name()), mine) != nil {
-			continue // claimed by another folder
-		}
-		claimed = append(claimed, mine)
-		if b, err := os.ReadFile(mine); err == nil {
-			if s, ok := decodeCounters(b); ok {
-				sum.addCounters(s, Stats{})
-			}
-		}
+	c.closed = true
+	var err error
+	if !c.opts.ReadOnly {
+		err = c.saveCounters()
 	}
-	err := c.writeCounters(sum)
-	if err == nil {
-		for _, p := range claimed {
-			os.Remove(p)
-		}
-	}
+	c.closeDirs()
 	return err
 }
 
-// Totals returns the counters of every FileStream session that closed on
-// this directory plus this one's, and the entries and bytes of a fresh
-// scan.
-func (c *FileStream) Totals(ctx context.Context) (Stats, error) {
-	if err := c.enter(ctx); err != nil {
-		return Stats{}, err
-	}
-	t := c.sessionCounters()
-	ds, _ := os.ReadDir(c.stats)
-	for _, d := range ds {
-		if strings.HasPrefix(d.Name(), ".") {
-			continue
-		}
-		if b, err := os.ReadFile(filepath.Join(c.stats, d.Name())); err == nil {
-			if s, ok := decodeCounters(b); ok {
-				t.addCounters(s, Stats{})
-			}
-		}
-	}
-	if _, err := c.scan(false); err != nil {
-		return t, err
-	}
-	t.Entries, t.Bytes, t.MaxBytes = c.count.Load(), c.bytes.Load(), c.opts.MaxBytes
-	return t, nil
-}
-
-// fileEntry is one committed entry found by a scan.
+// fileEntry is one thing found in entries/ by a listing: a committed entry
+// (foreign empty) or something foreign where the cache keeps its own.
 type fileEntry struct {
-	key  Key
-	path string
-	info os.FileInfo
+	key         Key
+	shard, name string // name is "" for a foreign thing in place of a shard
+	st          fileStat
+	foreign     string // what is wrong, for a foreign thing
 }
 
-// listEntries lists committed entries. Files whose names are not keys
-// (foreign files) are listed with a zero key only when foreign is asked for
-// by the caller through listAll.
-func (c *FileStream) listEntries(ctx context.Context) ([]fileEntry, error) {
-	all, err := c.listAll(ctx)
-	if err != nil {
-		return nil, err
+func (e fileEntry) rel() string {
+	if e.name == "" {
+		return e.shard
 	}
-	return slices.DeleteFunc(all, func(e fileEntry) bool { return e.key == (Key{}) }), nil
+	return e.shard + "/" + e.name
 }
 
-// listAll lists every regular file under entries/, foreign ones with a
-// zero key.
-func (c *FileStream) listAll(ctx context.Context) ([]fileEntry, error) {
-	shards, err := os.ReadDir(c.entries)
+// isShardName reports whether n names a shard: two lowercase hex digits.
+func isShardName(n string) bool {
+	return len(n) == 2 && strings.Trim(n, "0123456789abcdef") == ""
+}
+
+// list lists entries/: every committed entry, and every foreign thing
+// where the cache keeps shard directories or entry files (a non-directory
+// or link at a shard's name, a non-regular file or a file not named by a
+// key of its shard). It follows no link. The caller holds life.
+func (c *FileStream) list(ctx context.Context) ([]fileEntry, error) {
+	shards, err := c.entriesD.names()
 	if err != nil {
 		return nil, fmt.Errorf("progcache: scan %s: %w", c.entries, err)
 	}
+	slices.Sort(shards)
 	var out []fileEntry
 	for _, sh := range shards {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		if !sh.IsDir() {
-			continue
-		}
-		sd := filepath.Join(c.entries, sh.Name())
-		names, err := os.ReadDir(sd)
+		st, err := c.entriesD.lstat(sh)
 		if err != nil {
 			continue // removed by a peer
 		}
+		if !isShardName(sh) || !st.mode.IsDir() {
+			out = append(out, fileEntry{shard: sh, st: st, foreign: foreignError(c.entriesD.join(sh), st.mode, "a shard directory named by two hex digits").Error()})
+			continue
+		}
+		sd, err := c.entriesD.subdir(sh, false)
+		if err != nil {
+			continue // replaced or removed by a peer since the lstat
+		}
+		names, err := sd.names()
+		if err != nil {
+			sd.close()
+			continue
+		}
 		for _, n := range names {
-			fi, err := n.Info()
-			if err != nil || !fi.Mode().IsRegular() {
+			st, err := sd.lstat(n)
+			if err != nil {
 				continue
 			}
-			e := fileEntry{path: filepath.Join(sd, n.Name()), info: fi}
-			if k, err := ParseKey(n.Name()); err == nil && strings.HasPrefix(n.Name(), sh.Name()) {
+			e := fileEntry{shard: sh, name: n, st: st}
+			k, kerr := ParseKey(n)
+			switch {
+			case !st.mode.IsRegular():
+				e.foreign = foreignError(sd.join(n), st.mode, "a regular entry file").Error()
+			case kerr != nil || k.String() != n || !strings.HasPrefix(n, sh):
+				e.foreign = fmt.Sprintf("progcache: %s is not named by a key of shard %s: not a cache entry", sd.join(n), sh)
+			default:
 				e.key = k
 			}
 			out = append(out, e)
 		}
+		sd.close()
 	}
 	return out, nil
 }
 
-// scan recomputes the byte and entry counts (entries plus temp files) and
-// sweeps temp and trash files older than the lease. It returns the entries
-// found.
+// scan recomputes the byte and entry counts (entries plus temp and trash
+// files) and, when sweep is set, sweeps temp files older than the lease,
+// trash files older than trashLease, stale locks and counter-file
+// leftovers. It returns the entries found. The caller holds life, or is
+// OpenFileStream.
 func (c *FileStream) scan(sweep bool) ([]fileEntry, error) {
-	es, err := c.listEntries(context.Background())
+	es, err := c.list(context.Background())
 	if err != nil {
 		return nil, err
 	}
-	var total int64
+	var total, n int64
 	for _, e := range es {
-		total += e.info.Size()
+		if e.foreign == "" {
+			total += e.st.size
+			n++
+		}
 	}
-	total += c.sweepDir(c.tmp, sweep)
-	c.sweepDir(c.trash, sweep)
+	total += c.sweepDir(c.tmpD, sweep, c.opts.TempLease, func(string) bool { return true })
+	total += c.sweepDir(c.trashD, sweep, trashLease, func(string) bool { return true })
 	if sweep {
+		c.sweepDir(c.statsD, true, c.opts.TempLease, func(n string) bool { return strings.HasPrefix(n, ".") })
 		c.sweepLocks()
 	}
 	c.bytes.Store(total)
-	c.count.Store(int64(len(es)))
+	c.count.Store(n)
 	return es, nil
 }
 
-// sweepDir removes files older than the temp lease (when sweep is set) and
-// returns the bytes of the files left.
-func (c *FileStream) sweepDir(dir string, sweep bool) int64 {
-	ds, _ := os.ReadDir(dir)
+// sweepDir removes the regular files of d older than lease whose names
+// match (when sweep is set) and returns the bytes of the regular files
+// left. Anything else in d (a link, a directory) is not the cache's: it is
+// neither counted nor removed.
+func (c *FileStream) sweepDir(d *cacheDir, sweep bool, lease time.Duration, match func(string) bool) int64 {
+	if d == nil {
+		return 0
+	}
+	names, _ := d.names()
 	var total int64
-	deadline := time.Now().Add(-c.opts.TempLease)
-	for _, d := range ds {
-		fi, err := d.Info()
-		if err != nil {
+	deadline := time.Now().Add(-lease)
+	for _, n := range names {
+		st, err := d.lstat(n)
+		if err != nil || !st.mode.IsRegular() {
 			continue
 		}
-		if sweep && fi.ModTime().Before(deadline) {
-			if os.Remove(filepath.Join(dir, d.Name())) == nil {
+		if sweep && match(n) && st.mtime.Before(deadline) {
+			if d.remove(n) == nil {
 				continue
 			}
 		}
-		total += fi.Size()
+		total += st.size
 	}
 	return total
 }
 
-// sweepLocks removes lock files left by killed holders that no waiter came
-// to break. A live holder refreshes its lock every LockLease/4, so a lock
-// older than both leases is dead; the removal is identity-checked, so a
-// lock retaken meanwhile survives.
-func (c *FileStream) sweepLocks() {
-	ds, _ := os.ReadDir(c.locks)
-	deadline := time.Now().Add(-max(c.opts.TempLease, c.opts.LockLease))
-	for _, d := range ds {
-		if fi, err := d.Info(); err == nil && fi.ModTime().Before(deadline) {
-			c.removeIfSame(filepath.Join(c.locks, d.Name()), fi)
-		}
-	}
-}
-
-// Prune evicts least recently used entries until entries plus temp files
-// fit in maxBytes (0: only sweep), and returns how many entries it
-// evicted. It is what Put runs when the cap is passed; the CLI runs it
-// with --max-size.
+// Prune evicts least recently used entries until entries plus temp and
+// trash files fit in maxBytes (0: only sweep), and returns how many
+// entries it evicted. It is what Put runs when the cap is passed; the CLI
+// runs it with --max-size.
 func (c *FileStream) Prune(ctx context.Context, maxBytes int64) (int, error) {
-	if err := c.enter(ctx); err != nil {
-		return 0, err
-	}
 	if maxBytes < 0 {
 		return 0, fmt.Errorf("progcache: prune to %d bytes: want 0 or more: %w", maxBytes, ErrInvalidConfig)
 	}
+	if err := c.enterWrite(ctx, "prune"); err != nil {
+		return 0, err
+	}
+	defer c.life.RUnlock()
 	return c.prune(ctx, maxBytes, "")
 }
 
-// prune is Prune; keep names an entry that must not be chosen (the entry
-// the calling Put just committed).
+// prune is Prune; keep is the entryRel of an entry that must not be
+// chosen (the entry the calling Put just committed). The caller holds
+// life.
 func (c *FileStream) prune(ctx context.Context, maxBytes int64, keep string) (int, error) {
 	c.pruneMu.Lock()
 	defer c.pruneMu.Unlock()
@@ -568,67 +754,104 @@ func (c *FileStream) prune(ctx context.Context, maxBytes int64, keep string) (in
 	if maxBytes == 0 || total <= maxBytes {
 		return 0, nil
 	}
-	slices.SortFunc(es, func(a, b fileEntry) int { return a.info.ModTime().Compare(b.info.ModTime()) })
+	es = slices.DeleteFunc(es, func(e fileEntry) bool { return e.foreign != "" })
+	slices.SortFunc(es, func(a, b fileEntry) int { return a.st.mtime.Compare(b.st.mtime) })
 	evicted := 0
 	for _, e := range es {
 		if total <= maxBytes {
 			break
 		}
-		if e.path == keep {
+		if e.rel() == keep {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return evicted, err
 		}
 		if c.hooks.beforeVictimRename != nil {
-			c.hooks.beforeVictimRename(e.path)
+			c.hooks.beforeVictimRename(c.path(e.key))
 		}
-		if c.removeIfSame(e.path, e.info) {
-			total -= e.info.Size()
+		res, _ := c.removeEntry(e.shard, e.name, e.st)
+		switch res.outcome {
+		case removed:
 			evicted++
 			c.evictions.Add(1)
 			c.count.Add(-1)
+			total -= e.st.size
+		case gone:
+			// A peer removed it first: its bytes are freed all the same.
+			c.count.Add(-1)
+			total -= e.st.size
+		case replaced:
+			// A peer's newer entry took the name back: that is what
+			// occupies the space now.
+			total += res.size - e.st.size
 		}
 	}
 	c.bytes.Store(total)
 	return evicted, nil
 }
 
+type outcome int
+
+const (
+	removed  outcome = iota // the chosen file was removed
+	gone                    // it was already gone (a peer removed it)
+	replaced                // a peer's newer file holds the name; it was kept
+	kept                    // it could not be moved (an error); nothing changed
+)
+
+type removal struct {
+	outcome outcome
+	size    int64 // for replaced: the newer file's size
+}
+
 var trashSeq atomic.Uint64
 
-// removeIfSame removes the file at p only if it is still the file chosen
+// removeEntry removes entries/shard/name if it is still the file chosen.
+// The caller holds life.
+func (c *FileStream) removeEntry(shard, name string, chosen fileStat) (removal, error) {
+	sd, err := c.entriesD.subdir(shard, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return removal{outcome: gone}, nil
+	}
+	if err != nil {
+		return removal{outcome: kept}, err
+	}
+	defer sd.close()
+	return c.removeIfSame(sd, name, chosen)
+}
+
+// removeIfSame removes name in d only if it is still the file chosen
 // (same identity, size and mtime). It renames the file into trash/ first,
 // so the comparison and the removal see one file; a mismatch means a peer
-// replaced the entry after it was chosen, and that newer file is linked
-// back to its name unless an even newer one is already there. It reports
-// whether the chosen file was removed.
-func (c *FileStream) removeIfSame(p string, chosen os.FileInfo) bool {
-	if chosen == nil {
-		return false
+// replaced it after it was chosen, and that newer file is linked back to
+// its name unless an even newer one has taken the name already. The
+// caller holds life.
+func (c *FileStream) removeIfSame(d *cacheDir, name string, chosen fileStat) (removal, error) {
+	t := strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(trashSeq.Add(1), 10) + "-" + name
+	if err := d.rename(name, c.trashD, t); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return removal{outcome: gone}, nil
+		}
+		return removal{outcome: kept}, err
 	}
-	t := filepath.Join(c.trash, strconv.Itoa(os.Getpid())+"-"+strconv.FormatUint(trashSeq.Add(1), 10)+"-"+filepath.Base(p))
-	if err := os.Rename(p, t); err != nil {
-		return false // gone already, or renamed by a peer's prune
+	st, err := c.trashD.lstat(t)
+	if err == nil && st.same(chosen) {
+		c.trashD.remove(t)
+		return removal{outcome: removed}, nil
 	}
-	fi, err := os.Stat(t)
-	if err == nil && sameFile(chosen, fi) {
-		os.Remove(t)
-		return true
+	// Not the file chosen: a peer committed a newer one. Put it back
+	// unless a newer one still has taken the name (the link fails then).
+	res := removal{outcome: gone}
+	if err == nil && c.trashD.link(t, d, name) == nil {
+		res = removal{outcome: replaced, size: st.size}
 	}
-	// Not the file chosen: a peer committed a newer entry. Put it back
-	// unless a newer one still has taken the name (Link fails then).
-	_ = os.Link(t, p)
-	os.Remove(t)
-	return false
+	c.trashD.remove(t)
+	return res, nil
 }
 
-// sameFile compares file identity (device and inode, or volume and file
-// index on Windows), size and modification time.
-func sameFile(a, b os.FileInfo) bool {
-	return sameIdentity(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
-}
-
-// EntryInfo describes one entry on disk, for listing and verification.
+// EntryInfo describes one entry on disk, or one foreign thing where the
+// cache keeps its entries, for listing and verification.
 type EntryInfo struct {
 	Key     Key       `json:"key"`
 	Size    int64     `json:"size"`
@@ -641,6 +864,14 @@ type EntryInfo struct {
 	// Unreadable is set when the entry was written under another
 	// configuration (ErrUnreadable): not corrupt, and never removed.
 	Unreadable bool `json:"unreadable,omitempty"`
+	// Foreign is set for something the cache did not write where it keeps
+	// its own (a link, a pipe, a stray file or directory); Path names it
+	// relative to the cache. Verification moves it to aside/, never
+	// deletes it.
+	Foreign bool   `json:"foreign,omitempty"`
+	Path    string `json:"path,omitempty"`
+	// MovedTo is where verification set a foreign thing aside.
+	MovedTo string `json:"moved_to,omitempty"`
 }
 
 // MarshalText lets EntryInfo's key print as hex in JSON.
@@ -654,46 +885,120 @@ func (k *Key) UnmarshalText(b []byte) error {
 }
 
 // Entries lists the entries, least recently used first, reading each to
-// report its kind and name; when verify is set, corrupt or foreign files
-// are removed and counted (like Get would), otherwise they are reported
-// with Err set.
+// report its kind and name, and the foreign things in entries/. With
+// verify set, corrupt entries are removed and counted (as Get would) and
+// foreign things are moved to aside/; entries of another configuration are
+// reported and kept. Without verify nothing changes.
 func (c *FileStream) Entries(ctx context.Context, verify bool) ([]EntryInfo, error) {
-	if err := c.enter(ctx); err != nil {
-		return nil, err
+	var err error
+	if verify {
+		err = c.enterWrite(ctx, "verify with fixing")
+	} else {
+		err = c.enter(ctx)
 	}
-	all, err := c.listAll(ctx)
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(all, func(a, b fileEntry) int { return a.info.ModTime().Compare(b.info.ModTime()) })
+	defer c.life.RUnlock()
+	all, err := c.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(all, func(a, b fileEntry) int { return a.st.mtime.Compare(b.st.mtime) })
 	out := make([]EntryInfo, 0, len(all))
 	for _, e := range all {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		ei := EntryInfo{Key: e.key, Size: e.info.Size(), Used: e.info.ModTime()}
-		b, st, err := readEntry(e.path)
-		if errors.Is(err, fs.ErrNotExist) {
+		ei := EntryInfo{Key: e.key, Size: e.st.size, Used: e.st.mtime}
+		if e.foreign != "" {
+			ei.Foreign, ei.Path, ei.Err = true, filepath.Join("entries", filepath.FromSlash(e.rel())), e.foreign
+			if verify {
+				to, err := c.moveAside(e)
+				if err != nil {
+					return out, err
+				}
+				ei.MovedTo = to
+			}
+			out = append(out, ei)
 			continue
+		}
+		f, err := c.entriesD.openEntry(e.shard, e.name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed by a peer
 		}
 		var sk Key
 		var obj Object
 		if err == nil {
-			sk, obj, err = DecodeRecord(b, c.opts.Record)
+			sk, obj, err = c.readRecord(ctx, &f)
+			f.close()
 		}
-		if err == nil && (sk != e.key) {
-			err = corruptf("file %s holds an entry for key %s", filepath.Base(e.path), sk)
+		if err == nil && sk != e.key {
+			err = corruptf("file %s holds an entry for key %s", e.name, sk)
 		}
-		if err != nil {
-			ei.Err = err.Error()
-			ei.Unreadable = errors.Is(err, ErrUnreadable)
-			if verify && !ei.Unreadable && c.removeIfSame(e.path, st.info()) {
-				c.corrupt.Add(1)
-			}
-		} else {
+		switch {
+		case err == nil:
 			ei.Kind, ei.Name, ei.CodeLen = obj.Kind, obj.Name, len(obj.Code)
+		case errors.Is(err, ErrUnreadable), errors.Is(err, ErrNotCache):
+			ei.Err, ei.Unreadable = err.Error(), true
+		case errors.Is(err, ErrCorrupt):
+			ei.Err = err.Error()
+			if verify {
+				if res, _ := c.removeEntry(e.shard, e.name, f.st); res.outcome == removed {
+					c.corrupt.Add(1)
+				}
+			}
+		default:
+			return out, err
 		}
 		out = append(out, ei)
 	}
 	return out, nil
+}
+
+// moveAside renames a foreign thing in entries/ into aside/, keeping it
+// whole (a link is moved, not followed), and returns its new path.
+func (c *FileStream) moveAside(e fileEntry) (string, error) {
+	aside, err := c.root.subdir("aside", true)
+	if err != nil {
+		return "", fmt.Errorf("progcache: set aside %s: %w", e.rel(), err)
+	}
+	defer aside.close()
+	to := strings.ReplaceAll(e.rel(), "/", "-") + "." + strconv.FormatInt(time.Now().UnixNano(), 10)
+	from, name := c.entriesD, e.shard
+	if e.name != "" {
+		sd, err := c.entriesD.subdir(e.shard, false)
+		if err != nil {
+			return "", fmt.Errorf("progcache: set aside %s: %w", e.rel(), err)
+		}
+		defer sd.close()
+		from, name = sd, e.name
+	}
+	if err := from.rename(name, aside, to); err != nil {
+		return "", fmt.Errorf("progcache: set aside %s: %w", e.rel(), err)
+	}
+	return filepath.Join(c.dir, "aside", to), nil
+}
+
+// foreignError says what was found where the cache keeps want.
+func foreignError(path string, mode fs.FileMode, want string) error {
+	return fmt.Errorf("progcache: %s is %s, where the cache keeps %s; it is left alone (progcache verify --fix moves it to aside/): %w", path, describeMode(mode), want, ErrNotCache)
+}
+
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m.IsRegular():
+		return "a regular file"
+	}
+	return "a special file"
 }

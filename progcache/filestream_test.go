@@ -74,10 +74,6 @@ func TestFileStreamCorruption(t *testing.T) {
 		{"foreign file", func(t *testing.T, c *FileStream, p string) {
 			os.WriteFile(p, []byte("not a cache entry\n"), filePerm)
 		}},
-		{"directory", func(t *testing.T, c *FileStream, p string) {
-			os.Remove(p)
-			os.Mkdir(p, dirPerm)
-		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -494,53 +490,54 @@ func TestFileStreamCountersFold(t *testing.T) {
 	}
 }
 
-// TestReadEntryStat checks that the stat readEntry returns describes the
-// file it read as os.Stat does, which removeIfSame's identity check relies
-// on.
-func TestReadEntryStat(t *testing.T) {
+// TestOpenEntryStat checks that the stat openEntry returns describes the
+// file as os.Lstat does (identity, size, mtime, mode), which removeIfSame's
+// identity check relies on, and that openEntry opens only regular files.
+func TestOpenEntryStat(t *testing.T) {
 	dir := t.TempDir()
-	file := filepath.Join(dir, "file")
+	shard := filepath.Join(dir, "ab")
+	if err := os.Mkdir(shard, dirPerm); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(shard, "file")
 	if err := os.WriteFile(file, []byte("record bytes"), filePerm); err != nil {
 		t.Fatal(err)
 	}
-	sub := filepath.Join(dir, "dir")
-	if err := os.Mkdir(sub, dirPerm); err != nil {
+	if err := os.Mkdir(filepath.Join(shard, "dir"), dirPerm); err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct {
-		name string
-		path string
-		want []byte // nil: not readable whole, decodes as corrupt
-	}{
-		{"regular file", file, []byte("record bytes")},
-		{"directory", sub, nil},
+	d, err := openRootDir(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			b, st, err := readEntry(tc.path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(b, tc.want) || (b == nil) != (tc.want == nil) {
-				t.Errorf("readEntry bytes = %q, want %q", b, tc.want)
-			}
-			fi, err := os.Stat(tc.path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := st.info()
-			if !sameFile(got, fi) || !sameFile(fi, got) {
-				t.Errorf("readEntry stat %v %d %v is not the file os.Stat sees", got.Name(), got.Size(), got.ModTime())
-			}
-			if got.Name() != fi.Name() || got.Mode() != fi.Mode() || got.IsDir() != fi.IsDir() {
-				t.Errorf("readEntry stat = %q %v dir %v; os.Stat %q %v dir %v", got.Name(), got.Mode(), got.IsDir(), fi.Name(), fi.Mode(), fi.IsDir())
-			}
-			if st.size() != fi.Size() || !st.modTime().Equal(fi.ModTime()) {
-				t.Errorf("readEntry size %d mtime %v; os.Stat %d %v", st.size(), st.modTime(), fi.Size(), fi.ModTime())
-			}
-		})
+	defer d.close()
+	e, err := d.openEntry("ab", "file")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, _, err := readEntry(filepath.Join(dir, "absent")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("readEntry of an absent file: %v, want fs.ErrNotExist", err)
+	b, err := e.read(context.Background(), e.st.size)
+	e.close()
+	if err != nil || string(b) != "record bytes" {
+		t.Fatalf("read = %q, %v", b, err)
+	}
+	fi, err := os.Lstat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := d.lstat("ab")
+	if err != nil || !ls.mode.IsDir() {
+		t.Fatalf("lstat of the shard = %v, %v", ls.mode, err)
+	}
+	sd, _ := d.subdir("ab", false)
+	defer sd.close()
+	ls, _ = sd.lstat("file")
+	if !e.st.same(ls) || e.st.size != fi.Size() || !e.st.mtime.Equal(fi.ModTime()) || e.st.mode != fi.Mode() {
+		t.Errorf("openEntry stat %+v; lstat %+v; os.Lstat size %d mtime %v mode %v", e.st, ls, fi.Size(), fi.ModTime(), fi.Mode())
+	}
+	if _, err := d.openEntry("ab", "dir"); !errors.Is(err, ErrNotCache) {
+		t.Errorf("openEntry of a directory: %v, want ErrNotCache", err)
+	}
+	if _, err := d.openEntry("ab", "absent"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("openEntry of an absent file: %v, want fs.ErrNotExist", err)
 	}
 }

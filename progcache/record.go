@@ -220,26 +220,13 @@ func DecodeRecord(b []byte, o RecordOptions) (Key, Object, error) {
 	}
 	ts := o.trailerSize()
 	if len(b) < recordHeaderSize+ts {
+		if err := checkRecordHeader(b, o); err != nil && len(b) >= recordHeaderSize {
+			return k, Object{}, err
+		}
 		return k, Object{}, corruptf("record of %d bytes is shorter than the smallest record", len(b))
 	}
-	if string(b[:4]) != recordMagic {
-		return k, Object{}, corruptf("bad magic %q: not a progcache entry", b[:4])
-	}
-	if b[4] != recordVersion {
-		return k, Object{}, unreadablef("record version %d: this build reads version %d", b[4], recordVersion)
-	}
-	if b[5] < checkCRC32C || b[5] > checkHMACSHA256 {
-		return k, Object{}, corruptf("unknown check kind %d", b[5])
-	}
-	if b[5] != o.check() {
-		return k, Object{}, unreadablef("record sealed with %s, this cache is configured for %s", checkName(b[5]), checkName(o.check()))
-	}
-	id := o.keyID()
-	if string(b[6:6+keyIDSize]) != string(id[:]) {
-		if o.MACKey == nil {
-			return k, Object{}, corruptf("CRC-32C record carries a MAC key id")
-		}
-		return k, Object{}, unreadablef("record sealed with another MAC key (key id %x, this cache's is %x)", b[6:6+keyIDSize], id)
+	if err := checkRecordHeader(b[:recordHeaderSize], o); err != nil {
+		return k, Object{}, err
 	}
 	body, trailer := b[:len(b)-ts], b[len(b)-ts:]
 	if o.MACKey != nil {
@@ -268,6 +255,36 @@ func DecodeRecord(b []byte, o RecordOptions) (Key, Object, error) {
 		return k, Object{}, corruptf("kind of %d bytes is over %d", len(obj.Kind), MaxKindLen)
 	}
 	return k, obj, nil
+}
+
+// checkRecordHeader checks the fixed header (the first recordHeaderSize
+// bytes) of a record against o: magic, version, check kind and MAC key id.
+// It tells a record this configuration cannot read (ErrUnreadable) from a
+// damaged or foreign one (ErrCorrupt) without reading the rest.
+func checkRecordHeader(h []byte, o RecordOptions) error {
+	if len(h) < recordHeaderSize {
+		return corruptf("record of %d bytes is shorter than its header", len(h))
+	}
+	if string(h[:4]) != recordMagic {
+		return corruptf("bad magic %q: not a progcache entry", h[:4])
+	}
+	if h[4] != recordVersion {
+		return unreadablef("record version %d: this build reads version %d", h[4], recordVersion)
+	}
+	if h[5] < checkCRC32C || h[5] > checkHMACSHA256 {
+		return corruptf("unknown check kind %d", h[5])
+	}
+	if h[5] != o.check() {
+		return unreadablef("record sealed with %s, this cache is configured for %s", checkName(h[5]), checkName(o.check()))
+	}
+	id := o.keyID()
+	if string(h[6:6+keyIDSize]) != string(id[:]) {
+		if o.MACKey == nil {
+			return corruptf("CRC-32C record carries a MAC key id")
+		}
+		return unreadablef("record sealed with another MAC key (key id %x, this cache's is %x)", h[6:6+keyIDSize], id)
+	}
+	return nil
 }
 
 func corruptf(format string, args ...any) error {

@@ -1,0 +1,207 @@
+package progcache
+
+// FileStream's cross-process compile locks (GetOrCompile).
+//
+// A leader creates locks/<key hex>.lock with O_EXCL, writes its pid, host
+// and lease into it, and keeps the file open to refresh its mtime (the
+// heartbeat) every lease/4 through the descriptor. A waiter reads the
+// holder's lease from the file and breaks the lock only when the heartbeat
+// is older than that lease, however short its own: a waiter configured with
+// a shorter lease must not break a live holder's lock. Breaking is
+// identity-checked like pruning (rename to trash, compare, put back on a
+// mismatch), so two waiters never remove a lock a third has just taken. A
+// lock that is not a regular file is foreign: nobody takes it, and
+// GetOrCompile compiles without the cross-process lock.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// lockPollMax bounds how often a waiter looks at the cache and the lock: a
+// fraction of the lease, so a dead holder is noticed soon after its lease
+// ends, but at most this often.
+const lockPollMax = 50 * time.Millisecond
+
+// lockInfoMax bounds what a waiter reads of a lock file.
+const lockInfoMax = 512
+
+func lockName(k Key) string { return k.String() + ".lock" }
+
+func (c *FileStream) lockPath(k Key) string { return c.locks + string(os.PathSeparator) + lockName(k) }
+
+// lockContents is what a holder writes into its lock file.
+func (c *FileStream) lockContents() []byte {
+	host, _ := os.Hostname()
+	return fmt.Appendf(nil, "progcache-lock pid=%d host=%s lease=%d\n", os.Getpid(), strings.ReplaceAll(host, " ", "_"), c.opts.LockLease.Nanoseconds())
+}
+
+// holderLease reads the lease a holder wrote into its lock file; ok is
+// false when the file says none (being written, or not ours).
+func holderLease(b []byte) (time.Duration, bool) {
+	for _, f := range strings.Fields(string(b)) {
+		if v, found := strings.CutPrefix(f, "lease="); found {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err == nil && n > 0 {
+				return time.Duration(n), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// lockKey takes k's lock file, waiting while a live holder has it. It
+// returns hit instead when a peer stored the entry meanwhile. An error that
+// cannotStore accepts (a read-only cache or directory, a foreign lock)
+// means no lock can be taken here.
+func (c *FileStream) lockKey(ctx context.Context, k Key) (func(), *Object, error) {
+	poll := min(c.opts.LockLease/8, lockPollMax)
+	name := lockName(k)
+	waited := false
+	for {
+		unlock, stale, err := c.tryLock(ctx, name)
+		if err != nil || unlock != nil {
+			return unlock, nil, err
+		}
+		if !waited {
+			waited = true
+			if c.hooks.waiting != nil {
+				c.hooks.waiting(k)
+			}
+		}
+		if obj, ok, err := c.get(ctx, k, false); err != nil || ok {
+			return nil, &obj, err
+		}
+		if stale {
+			continue // the holder was dead and its lock is broken: try again
+		}
+		if c.hooks.lockPolled != nil {
+			c.hooks.lockPolled()
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+// tryLock makes one attempt: it takes the lock (unlock non-nil), or finds
+// it held and breaks it when the holder's heartbeat is older than the
+// holder's lease (stale), or finds it held by a live holder.
+func (c *FileStream) tryLock(ctx context.Context, name string) (unlock func(), stale bool, err error) {
+	if err := c.enterWrite(ctx, "lock"); err != nil {
+		return nil, false, err
+	}
+	defer c.life.RUnlock()
+	f, err := c.locksD.create(name)
+	if err == nil {
+		_, werr := f.Write(c.lockContents())
+		st, serr := fstatFile(f)
+		if werr != nil || serr != nil {
+			f.Close()
+			c.locksD.remove(name)
+			return nil, false, fmt.Errorf("progcache: write lock file: %w", errors.Join(werr, serr))
+		}
+		if c.hooks.lockHeld != nil {
+			c.hooks.lockHeld()
+		}
+		return c.heartbeat(f, name, st), false, nil
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return nil, false, fmt.Errorf("progcache: create lock file: %w", err)
+	}
+	st, err := c.locksD.lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, true, nil // released meanwhile
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("progcache: lock file: %w", err)
+	}
+	if !st.mode.IsRegular() {
+		return nil, false, foreignError(c.locksD.join(name), st.mode, "a lock file")
+	}
+	lease := c.opts.LockLease
+	if b, err := c.locksD.readSmall(name, lockInfoMax); err == nil {
+		if l, ok := holderLease(b); ok {
+			lease = l
+		}
+	}
+	if time.Since(st.mtime) <= lease {
+		return nil, false, nil
+	}
+	// Stale heartbeat: the holder died. Break the lock only if it is still
+	// the file judged stale.
+	c.removeIfSame(c.locksD, name, st)
+	return nil, true, nil
+}
+
+// heartbeat refreshes the lock's mtime every LockLease/4, through its open
+// descriptor, until the returned unlock is called, which also removes the
+// lock if it is still ours.
+func (c *FileStream) heartbeat(f *os.File, name string, mine fileStat) func() {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(c.opts.LockLease / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				touchFile(f, time.Now())
+			}
+		}
+	})
+	return func() {
+		close(stop)
+		wg.Wait()
+		f.Close()
+		c.life.RLock()
+		defer c.life.RUnlock()
+		if c.closed {
+			return // the lock goes stale and is broken or swept
+		}
+		// Remove only our own lock: if it was broken and retaken by a
+		// peer (our heartbeat failed to keep it), leave theirs.
+		if cur, err := c.locksD.lstat(name); err == nil && cur.sameIdentity(mine) {
+			c.locksD.remove(name)
+		}
+	}
+}
+
+// sweepLocks removes lock files left by killed holders that no waiter came
+// to break: older than the temp lease and than the holder's lock lease. The
+// removal is identity-checked, so a lock retaken meanwhile survives. The
+// caller holds life.
+func (c *FileStream) sweepLocks() {
+	if c.locksD == nil {
+		return
+	}
+	names, _ := c.locksD.names()
+	for _, n := range names {
+		st, err := c.locksD.lstat(n)
+		if err != nil || !st.mode.IsRegular() || !strings.HasSuffix(n, ".lock") {
+			continue
+		}
+		lease := max(c.opts.TempLease, c.opts.LockLease)
+		if b, err := c.locksD.readSmall(n, lockInfoMax); err == nil {
+			if l, ok := holderLease(b); ok {
+				lease = max(lease, l)
+			}
+		}
+		if time.Since(st.mtime) > lease {
+			c.removeIfSame(c.locksD, n, st)
+		}
+	}
+}

@@ -1,0 +1,311 @@
+//go:build unix
+
+package progcache
+
+// cacheDir on Unix: a directory file descriptor, and the *at system calls.
+//
+// Every name is one path component resolved in the held directory; no call
+// follows a symbolic link (O_NOFOLLOW, AT_SYMLINK_NOFOLLOW, and renameat,
+// linkat and unlinkat, which act on the link itself). A link, a pipe, a
+// device or a file where the cache keeps a directory is reported as foreign
+// (ErrNotCache), so a cache never reads, writes or removes anything outside
+// its own tree, and a swap of a path component between a check and a use
+// changes nothing: there is no second lookup.
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+type cacheDir struct {
+	fd   int
+	path string // for messages only
+}
+
+// fileStat is what the cache needs of a file's metadata.
+type fileStat struct {
+	mode     fs.FileMode
+	size     int64
+	mtime    time.Time
+	dev, ino uint64
+}
+
+func statOf(st *unix.Stat_t) fileStat {
+	return fileStat{
+		mode:  modeOf(uint32(st.Mode)),
+		size:  st.Size,
+		mtime: time.Unix(st.Mtim.Unix()),
+		dev:   uint64(st.Dev), //nolint:unconvert // int32 on some systems
+		ino:   uint64(st.Ino), //nolint:unconvert
+	}
+}
+
+// same reports whether s and o are the same file in the same state:
+// identity (device and inode), size and modification time.
+func (s fileStat) same(o fileStat) bool {
+	return s.dev == o.dev && s.ino == o.ino && s.size == o.size && s.mtime.Equal(o.mtime)
+}
+
+func modeOf(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	switch m & unix.S_IFMT {
+	case unix.S_IFBLK:
+		mode |= fs.ModeDevice
+	case unix.S_IFCHR:
+		mode |= fs.ModeDevice | fs.ModeCharDevice
+	case unix.S_IFDIR:
+		mode |= fs.ModeDir
+	case unix.S_IFIFO:
+		mode |= fs.ModeNamedPipe
+	case unix.S_IFLNK:
+		mode |= fs.ModeSymlink
+	case unix.S_IFSOCK:
+		mode |= fs.ModeSocket
+	}
+	if m&unix.S_ISGID != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&unix.S_ISUID != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&unix.S_ISVTX != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode
+}
+
+func ignoringEINTR(f func() error) error {
+	for {
+		if err := f(); err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// openRootDir opens the cache root the caller named. Links in that path
+// are the caller's to choose, so they are followed; nothing below it is.
+func openRootDir(path string) (*cacheDir, error) {
+	var fd int
+	err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	return &cacheDir{fd: fd, path: path}, nil
+}
+
+func (d *cacheDir) join(name string) string { return d.path + string(os.PathSeparator) + name }
+
+// stat describes the held directory itself.
+func (d *cacheDir) stat() (fileStat, error) {
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstat(d.fd, &st) }); err != nil {
+		return fileStat{}, &fs.PathError{Op: "stat", Path: d.path, Err: err}
+	}
+	return statOf(&st), nil
+}
+
+// lstat describes name without following a link.
+func (d *cacheDir) lstat(name string) (fileStat, error) {
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) }); err != nil {
+		return fileStat{}, &fs.PathError{Op: "lstat", Path: d.join(name), Err: err}
+	}
+	return statOf(&st), nil
+}
+
+// subdir opens the directory name, creating it first when create is set.
+// Anything but a real directory there is foreign (ErrNotCache).
+func (d *cacheDir) subdir(name string, create bool) (*cacheDir, error) {
+	if create {
+		err := unix.Mkdirat(d.fd, name, dirPerm)
+		if err != nil && err != unix.EEXIST {
+			return nil, &fs.PathError{Op: "mkdir", Path: d.join(name), Err: err}
+		}
+	}
+	var fd int
+	err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+		return err
+	})
+	if err == nil {
+		return &cacheDir{fd: fd, path: d.join(name)}, nil
+	}
+	if err == unix.ENOENT {
+		return nil, &fs.PathError{Op: "open", Path: d.join(name), Err: err}
+	}
+	if st, serr := d.lstat(name); serr == nil && !st.mode.IsDir() {
+		return nil, foreignError(d.join(name), st.mode, "a directory")
+	}
+	return nil, &fs.PathError{Op: "open", Path: d.join(name), Err: err}
+}
+
+// names lists the directory. It reads through a fresh open file
+// description, so concurrent listings do not share a directory offset.
+func (d *cacheDir) names() ([]string, error) {
+	var fd int
+	err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Openat(d.fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: d.path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), d.path)
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// create makes a new file name (it must not exist) for writing.
+func (d *cacheDir) create(name string) (*os.File, error) {
+	var fd int
+	err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Openat(d.fd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, filePerm)
+		return err
+	})
+	if err != nil {
+		return nil, &fs.PathError{Op: "create", Path: d.join(name), Err: err}
+	}
+	return os.NewFile(uintptr(fd), d.join(name)), nil
+}
+
+// readSmall reads a small regular file whole (at most limit bytes); a
+// link, pipe or device is foreign.
+func (d *cacheDir) readSmall(name string, limit int) ([]byte, error) {
+	var fd int
+	err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if err != nil {
+		if err == unix.ELOOP {
+			return nil, foreignError(d.join(name), fs.ModeSymlink, "a file")
+		}
+		return nil, &fs.PathError{Op: "open", Path: d.join(name), Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: d.join(name), Err: err}
+	}
+	if s := statOf(&st); !s.mode.IsRegular() {
+		return nil, foreignError(d.join(name), s.mode, "a file")
+	}
+	b := make([]byte, limit+1)
+	n := 0
+	for n < len(b) {
+		m, err := unix.Read(fd, b[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: d.join(name), Err: err}
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	if n > limit {
+		return nil, fmt.Errorf("progcache: %s is over %d bytes: not a file this cache wrote: %w", d.join(name), limit, ErrNotCache)
+	}
+	return b[:n], nil
+}
+
+func (d *cacheDir) remove(name string) error {
+	if err := unix.Unlinkat(d.fd, name, 0); err != nil {
+		return &fs.PathError{Op: "remove", Path: d.join(name), Err: err}
+	}
+	return nil
+}
+
+// rename moves name to toName in dir to, replacing a file there.
+func (d *cacheDir) rename(name string, to *cacheDir, toName string) error {
+	if err := unix.Renameat(d.fd, name, to.fd, toName); err != nil {
+		return &os.LinkError{Op: "rename", Old: d.join(name), New: to.join(toName), Err: err}
+	}
+	return nil
+}
+
+// link makes toName in dir to a hard link to name (the link itself, when
+// name is one); it fails if toName exists.
+func (d *cacheDir) link(name string, to *cacheDir, toName string) error {
+	if err := unix.Linkat(d.fd, name, to.fd, toName, 0); err != nil {
+		return &os.LinkError{Op: "link", Old: d.join(name), New: to.join(toName), Err: err}
+	}
+	return nil
+}
+
+// chtimes sets name's access and modification times, or a link's own.
+func (d *cacheDir) chtimes(name string, t time.Time) error {
+	ts := unix.NsecToTimespec(t.UnixNano())
+	if err := unix.UtimesNanoAt(d.fd, name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return &fs.PathError{Op: "chtimes", Path: d.join(name), Err: err}
+	}
+	return nil
+}
+
+func (d *cacheDir) sync() error {
+	if err := unix.Fsync(d.fd); err != nil {
+		return &fs.PathError{Op: "sync", Path: d.path, Err: err}
+	}
+	return nil
+}
+
+func (d *cacheDir) close() error {
+	if d == nil {
+		return nil
+	}
+	return unix.Close(d.fd)
+}
+
+// isNotDir reports an error that means a path component is not a
+// directory (a file where a shard directory belongs).
+func isNotDir(err error) bool { return errors.Is(err, unix.ENOTDIR) }
+
+// isLoop reports an error that means a link was met where none is
+// followed.
+func isLoop(err error) bool { return errors.Is(err, unix.ELOOP) }
+
+// sameIdentity reports whether s and o are the same file (device and
+// inode), whatever its size and times.
+func (s fileStat) sameIdentity(o fileStat) bool { return s.dev == o.dev && s.ino == o.ino }
+
+// fstatFile describes an open file.
+func fstatFile(f *os.File) (fileStat, error) {
+	var st unix.Stat_t
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return fileStat{}, err
+	}
+	var serr error
+	if err := sc.Control(func(fd uintptr) { serr = unix.Fstat(int(fd), &st) }); err != nil {
+		return fileStat{}, err
+	}
+	if serr != nil {
+		return fileStat{}, &fs.PathError{Op: "stat", Path: f.Name(), Err: serr}
+	}
+	return statOf(&st), nil
+}
+
+// touchFile sets an open file's access and modification times through its
+// descriptor.
+func touchFile(f *os.File, t time.Time) error {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	tv := unix.NsecToTimeval(t.UnixNano())
+	var terr error
+	if err := sc.Control(func(fd uintptr) { terr = unix.Futimes(int(fd), []unix.Timeval{tv, tv}) }); err != nil {
+		return err
+	}
+	return terr
+}

@@ -1,0 +1,102 @@
+//go:build unix
+
+package progcache
+
+import (
+	"context"
+	"io/fs"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// entryFile is an entry file open for reading, and its fstat.
+type entryFile struct {
+	fd   int
+	st   fileStat
+	path string
+}
+
+// openEntry opens entries/shard/name for reading without following a link
+// anywhere and without blocking (a named pipe opens at once), and checks
+// that it is a regular file: anything else is foreign (ErrNotCache).
+func (d *cacheDir) openEntry(shard, name string) (entryFile, error) {
+	e := entryFile{path: d.join(shard) + "/" + name}
+	fd, err := d.openEntryFD(shard, name)
+	if err != nil {
+		switch {
+		case err == unix.ENOENT:
+			return e, &fs.PathError{Op: "open", Path: e.path, Err: err}
+		case err == unix.ENOTDIR, err == unix.ELOOP, err == unix.EXDEV:
+			return e, d.describeForeign(shard, name)
+		}
+		return e, &fs.PathError{Op: "open", Path: e.path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
+		unix.Close(fd)
+		return e, &fs.PathError{Op: "stat", Path: e.path, Err: err}
+	}
+	e.fd, e.st = fd, statOf(&st)
+	if !e.st.mode.IsRegular() {
+		unix.Close(fd)
+		return e, foreignError(e.path, e.st.mode, "a regular file")
+	}
+	return e, nil
+}
+
+// describeForeign names what is in the way of entries/shard/name.
+func (d *cacheDir) describeForeign(shard, name string) error {
+	st, err := d.lstat(shard)
+	if err == nil && !st.mode.IsDir() {
+		return foreignError(d.join(shard), st.mode, "a shard directory")
+	}
+	sd, err := d.subdir(shard, false)
+	if err != nil {
+		return foreignError(d.join(shard), fs.ModeSymlink, "a shard directory")
+	}
+	defer sd.close()
+	if st, err := sd.lstat(name); err == nil {
+		return foreignError(sd.join(name), st.mode, "a regular file")
+	}
+	return foreignError(sd.join(name), fs.ModeSymlink, "a regular file")
+}
+
+// readChunk is the most one read(2) is asked for, and how often a large
+// read looks at its context.
+const readChunk = 8 << 20
+
+// read reads the first n bytes of the file (n at most its size), looking
+// at ctx between chunks so a large read can be abandoned. A file that
+// shrank under us (only a foreign writer does that) returns what it had.
+func (e *entryFile) read(ctx context.Context, n int64) ([]byte, error) {
+	b := make([]byte, n)
+	for off := 0; off < len(b); {
+		if off > 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		m, err := unix.Pread(e.fd, b[off:min(len(b), off+readChunk)], int64(off))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: e.path, Err: err}
+		}
+		if m == 0 {
+			return b[:off], nil
+		}
+		off += m
+	}
+	return b, nil
+}
+
+// touch sets the file's access and modification times through the open
+// descriptor, so no path is looked up again.
+func (e *entryFile) touch(t time.Time) error {
+	tv := unix.NsecToTimeval(t.UnixNano())
+	return unix.Futimes(e.fd, []unix.Timeval{tv, tv})
+}
+
+func (e *entryFile) close() { unix.Close(e.fd) }
