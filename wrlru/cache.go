@@ -18,6 +18,10 @@ package wrlru
 //   - Misses, inserts, evictions, cleanups, Clear and Evict take the shard's
 //     write lock, one shard at a time. A computation never runs under any
 //     lock, so a cleanup or an Evict never waits for one.
+//   - Hashing a caller's arguments can panic (an interface holding a slice).
+//     Every section that hashes them under a lock unlocks by defer, and
+//     nothing is changed before the hash, so the panic reaches the caller and
+//     leaves the shard as it was.
 //
 // Recency. Each entry carries a stamp: the budget's epoch at its last use;
 // the epoch advances on every insert (and, in exact mode, on every hit).
@@ -92,8 +96,10 @@ const (
 // read the shard's immutable read view and update atomics only), lookups of
 // entries newer than the view hold it for reading, everything else holds it
 // for writing. At most one shard lock is held at a time, and never while fn
-// runs. The hit stripes and the Budget's counters are atomics; the Budget's
-// member list has its own mutex, never held with a shard lock.
+// runs. A section that hashes a caller's key under a shard lock releases
+// the lock by defer, since hashing may panic. The hit stripes and the
+// Budget's counters are atomics; the Budget's member list has its own mutex,
+// never held with a shard lock.
 //
 // A Cache is safe for concurrent use by multiple goroutines.
 type Cache[T any, A comparable, V any] struct {
@@ -200,6 +206,17 @@ func (c *Cache[T, A, V]) shardFor(addr uintptr) *shard[T, A, V] {
 // fn receives a context derived from ctx that records the keys being
 // computed on this call path; a nested Get with it (on this cache or another)
 // for one of those keys returns ErrRecursive.
+//
+// Like a map index, Get panics if args holds an unhashable value in an
+// interface (a slice, map or func); the cache is left as it was, and the
+// call counts as neither hit nor miss. Arguments not equal to themselves (a
+// NaN) can never be found again: fn runs on every such call (each a miss),
+// nothing is cached or shared, and ErrRecursive cannot detect fn asking for
+// such a key.
+//
+// If fn panics, the panic continues in the computing caller's goroutine;
+// the callers waiting for that computation get ErrPanicked, nothing is
+// cached, and the next Get of the key computes afresh.
 func (c *Cache[T, A, V]) Get(ctx context.Context, obj *T, args A) (V, error) {
 	if obj == nil {
 		var zero V
@@ -217,16 +234,7 @@ func (c *Cache[T, A, V]) Get(ctx context.Context, obj *T, args A) (V, error) {
 		}
 	}
 	// An entry newer than the read view is a hit under the read lock.
-	s.mu.RLock()
-	e := s.m[k]
-	var v *V
-	if e != nil && e.rec.wp.Value() == obj {
-		v = e.val.Load()
-		c.touch(e)
-	}
-	rebuildAt := int64(len(s.m) / 2)
-	s.mu.RUnlock()
-	if v != nil {
+	if v, rebuildAt := c.lookupNewer(s, k, obj); v != nil {
 		if s.readMisses.Add(1) > rebuildAt {
 			s.mu.Lock()
 			if s.readMisses.Load() > int64(len(s.m)/2) {
@@ -239,6 +247,23 @@ func (c *Cache[T, A, V]) Get(ctx context.Context, obj *T, args A) (V, error) {
 	r, err := c.miss(ctx, s, k, obj)
 	runtime.KeepAlive(obj)
 	return r, err
+}
+
+// lookupNewer looks k up in s's map under the read lock, for an entry newer
+// than the read view; rebuildAt is the readMisses count that calls for a
+// new view. The lock is released by defer, as everywhere a key is hashed
+// under a lock: hashing args panics when an interface in it holds an
+// unhashable value (a slice, a map, a func), and that panic must reach the
+// caller with the shard unlocked. Without a read view (an empty shard) this
+// is the first place k is hashed.
+func (c *Cache[T, A, V]) lookupNewer(s *shard[T, A, V], k key[A], obj *T) (v *V, rebuildAt int64) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if e := s.m[k]; e != nil && e.rec.wp.Value() == obj {
+		v = e.val.Load()
+		c.touch(e)
+	}
+	return v, int64(len(s.m) / 2)
 }
 
 // touch records a use of e and counts the hit. In exact mode every use
@@ -306,53 +331,89 @@ type call[V any] struct {
 func (c *Cache[T, A, V]) miss(ctx context.Context, s *shard[T, A, V], k key[A], obj *T) (V, error) {
 	var zero V
 	parent, _ := ctx.Value(frameKey{}).(*frame)
-	for {
-		s.mu.Lock()
-		if e := s.m[k]; e != nil && e.rec.wp.Value() == obj {
-			// Inserted between our read and write lock.
-			c.touch(e)
-			v := *e.val.Load()
-			s.mu.Unlock()
-			return v, nil
-		}
-		if cl := s.inflight[k]; cl != nil {
-			if parent.contains(cl) {
-				s.mu.Unlock()
-				return zero, ErrRecursive
-			}
-			s.misses++
-			s.mu.Unlock()
-			select {
-			case <-cl.done:
-				if cl.err != nil && cl.leaderCtxDone && ctx.Err() == nil {
-					continue // the leader gave up, not the key: try again
-				}
-				return cl.val, cl.err
-			case <-ctx.Done():
-				return zero, ctx.Err()
-			}
-		}
-		cl := &call[V]{done: make(chan struct{})}
-		s.inflight[k] = cl
-		s.misses++
-		s.mu.Unlock()
-		return c.compute(ctx, s, k, obj, cl, parent)
+	if !selfEqual(k.args) {
+		return c.computeUncached(ctx, s, obj, k.args)
 	}
+	for {
+		v, cl, lead, err := c.claim(s, k, obj, parent)
+		switch {
+		case v != nil:
+			return *v, nil
+		case err != nil:
+			return zero, err
+		case lead:
+			return c.compute(ctx, s, k, obj, cl, parent)
+		}
+		select {
+		case <-cl.done:
+			if cl.err != nil && cl.leaderCtxDone && ctx.Err() == nil {
+				continue // the leader gave up, not the key: try again
+			}
+			return cl.val, cl.err
+		case <-ctx.Done():
+			return zero, ctx.Err()
+		}
+	}
+}
+
+// claim looks k up under s's write lock and returns one of: the value of an
+// entry inserted since Get's lookup; the call in flight for k, to wait for;
+// a new call registered for k that the caller must run (lead); or
+// ErrRecursive. The lock is released by defer (see lookupNewer).
+func (c *Cache[T, A, V]) claim(s *shard[T, A, V], k key[A], obj *T, parent *frame) (v *V, cl *call[V], lead bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.m[k]; e != nil && e.rec.wp.Value() == obj {
+		c.touch(e)
+		return e.val.Load(), nil, false, nil
+	}
+	if cl = s.inflight[k]; cl != nil {
+		if parent.contains(cl) {
+			return nil, nil, false, ErrRecursive
+		}
+		s.misses++
+		return nil, cl, false, nil
+	}
+	cl = &call[V]{done: make(chan struct{})}
+	s.inflight[k] = cl
+	s.misses++
+	return nil, cl, true, nil
+}
+
+// selfEqual reports whether a == a. It is false for arguments holding a NaN:
+// such a key is never found again, so it is computed on every call and never
+// cached or registered in flight (where it could never be removed: map
+// deletes and lookups of a NaN key find nothing).
+func selfEqual[A comparable](a A) bool {
+	b := a
+	return a == b
+}
+
+// computeUncached runs fn for a key that is not equal to itself (see
+// selfEqual): a miss with nothing to share, wait for or insert.
+func (c *Cache[T, A, V]) computeUncached(ctx context.Context, s *shard[T, A, V], obj *T, args A) (V, error) {
+	s.mu.Lock()
+	s.misses++
+	s.mu.Unlock()
+	return c.fn(ctx, obj, args)
 }
 
 func (c *Cache[T, A, V]) compute(ctx context.Context, s *shard[T, A, V], k key[A], obj *T, cl *call[V], parent *frame) (V, error) {
 	returned := false
 	defer func() {
-		if !returned { // fn panicked: release the waiters, let the panic go on
+		// fn, or the caller's ctx.Err, panicked (or fn called Goexit):
+		// release the waiters with ErrPanicked and unregister the call, then
+		// let the panic go on in this goroutine, its caller's.
+		if !returned {
 			var zero V
 			c.finish(s, k, obj, cl, zero, ErrPanicked)
 		}
 	}()
 	v, err := c.fn(context.WithValue(ctx, frameKey{}, &frame{cl, parent}), obj, k.args)
-	returned = true
 	if err != nil && ctx.Err() != nil {
 		cl.leaderCtxDone = true
 	}
+	returned = true
 	c.finish(s, k, obj, cl, v, err)
 	return v, err
 }

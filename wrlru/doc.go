@@ -24,6 +24,11 @@
 //     the oldest of a few sampled shards' oldest entries (see Budget).
 //   - Concurrent misses of one key call fn once; the others wait and may give
 //     up through their context. Errors reach every waiter and are not cached.
+//     A panic in fn goes on in the computing goroutine; its waiters get
+//     ErrPanicked.
+//   - Arguments whose hash panics (an interface holding a slice) make Get
+//     panic as a map would, leaving the cache usable; arguments not equal
+//     to themselves (a NaN) are computed on every call, never cached.
 //   - A computation that asks for its own key through the context it was
 //     given gets ErrRecursive instead of deadlocking.
 //   - Info, Clear, Keys and Evict as in JAX (cache_info, cache_clear,

@@ -8,7 +8,11 @@ package wrlru
 // entry.stamp, entry.val) are read without the lock; read and entry.val are
 // only stored under the write lock, readMisses and entry.stamp by anyone.
 // No other lock is taken while mu is held, except the runtime's own (weak
-// pointers, cleanups).
+// pointers, cleanups). Where a caller's key is hashed under mu (map lookups
+// and inserts of a key that has not been stored yet), mu is released by
+// defer: the hash panics for an interface holding an unhashable value.
+// Stored keys hash without panicking and are equal to themselves (see
+// selfEqual), so deletes and rebuilds of them need no such care.
 //
 // Lock-free hits. m is the shard's authoritative map. read is an immutable
 // copy of it (a map nobody writes once published) that hits consult without
