@@ -18,6 +18,10 @@ package wrlru
 //   - Misses, inserts, evictions, cleanups, Clear and Evict take the shard's
 //     write lock, one shard at a time. A computation never runs under any
 //     lock, so a cleanup or an Evict never waits for one.
+//   - A computation is registered in its shard's inflight map while it runs.
+//     Evict and Clear take it out and mark it dropped, and finish inserts
+//     only a call that was not dropped: the in-flight map is the generation,
+//     and hits, which never look at it, pay nothing for it.
 //   - Hashing a caller's arguments can panic (an interface holding a slice).
 //     Every section that hashes them under a lock unlocks by defer, and
 //     nothing is changed before the hash, so the panic reaches the caller and
@@ -202,6 +206,8 @@ func (c *Cache[T, A, V]) shardFor(addr uintptr) *shard[T, A, V] {
 // computation running for the others. An error from fn is returned to the
 // caller and to every waiter and is not cached. If the computing caller's
 // ctx ended and fn failed, waiters whose own ctx is live compute again.
+// A computation that Evict or Clear dropped while it ran returns its value
+// to its caller and waiters without inserting it.
 //
 // fn receives a context derived from ctx that records the keys being
 // computed on this call path; a nested Get with it (on this cache or another)
@@ -319,6 +325,8 @@ func (f *frame) contains(cl any) bool {
 }
 
 // call is one computation in flight; done is closed once val and err are set.
+// A call is in its shard's inflight map from its start until it finishes or
+// Evict or Clear drops it; only then can another call for its key start.
 type call[V any] struct {
 	done chan struct{}
 	val  V
@@ -326,6 +334,11 @@ type call[V any] struct {
 	// leaderCtxDone: the computing caller's context had ended when fn
 	// returned an error, so the error may be that caller's, not the key's.
 	leaderCtxDone bool
+	// dropped is set, under the shard's write lock, by the Evict or Clear
+	// that took the call out of inflight: its result goes to its callers and
+	// is not inserted. Atomic so finish can skip reserving a slot for it
+	// without the lock; the decision is taken under the lock.
+	dropped atomic.Bool
 }
 
 func (c *Cache[T, A, V]) miss(ctx context.Context, s *shard[T, A, V], k key[A], obj *T) (V, error) {
@@ -418,17 +431,20 @@ func (c *Cache[T, A, V]) compute(ctx context.Context, s *shard[T, A, V], k key[A
 	return v, err
 }
 
-// finish publishes a computation's result and, on success, inserts it.
+// finish publishes a computation's result and, on success, inserts it unless
+// Evict or Clear dropped the call meanwhile.
 func (c *Cache[T, A, V]) finish(s *shard[T, A, V], k key[A], obj *T, cl *call[V], v V, err error) {
-	if err == nil {
+	reserved := err == nil && !cl.dropped.Load()
+	if reserved {
 		c.budget.reserve(c, c.shardIndex(k.addr)) // before the shard lock: it may evict
 	}
 	s.mu.Lock()
-	if s.inflight[k] == cl {
-		delete(s.inflight, k)
+	dropped := cl.dropped.Load()
+	if !dropped {
+		delete(s.inflight, k) // cl's own: nothing replaces a call still in inflight
 	}
 	freed := 0
-	if err == nil {
+	if reserved && !dropped {
 		if old := s.m[k]; old != nil {
 			// The entry of a collected object whose address obj now has;
 			// its cleanup has not run yet.
@@ -441,6 +457,9 @@ func (c *Cache[T, A, V]) finish(s *shard[T, A, V], k key[A], obj *T, cl *call[V]
 	}
 	s.mu.Unlock()
 	c.release(freed)
+	if reserved && dropped {
+		c.budget.used.Add(-1) // the slot reserved for the dropped result
+	}
 	cl.val, cl.err = v, err
 	close(cl.done)
 }
@@ -453,8 +472,12 @@ func (c *Cache[T, A, V]) release(n int) {
 	}
 }
 
-// Evict drops every entry of obj. A computation for obj still in flight
-// inserts its result when it completes.
+// Evict drops every entry of obj (JAX's evict_weakref). A computation for
+// obj in flight is dropped too: it still returns its value to its caller and
+// to the callers waiting for it, but the value is not inserted, and a Get
+// for its key after Evict computes afresh instead of waiting for it.
+// Evict waits for no computation; it costs O(entries of obj + computations
+// in flight in obj's shard).
 func (c *Cache[T, A, V]) Evict(obj *T) error {
 	if obj == nil {
 		return ErrNilObject
@@ -462,6 +485,14 @@ func (c *Cache[T, A, V]) Evict(obj *T) error {
 	addr := uintptr(unsafe.Pointer(obj))
 	s := c.shardFor(addr)
 	s.mu.Lock()
+	// A call in flight at addr is obj's: its Get keeps its object alive, so
+	// no other object can have had the address meanwhile.
+	for k, cl := range s.inflight {
+		if k.addr == addr {
+			cl.dropped.Store(true)
+			delete(s.inflight, k)
+		}
+	}
 	rec := s.objs[addr]
 	n := 0
 	if rec != nil && rec.wp.Value() == obj {
@@ -479,8 +510,9 @@ func (c *Cache[T, A, V]) Evict(obj *T) error {
 	return nil
 }
 
-// Clear drops every entry and resets the hit and miss counters.
-// Computations in flight insert their results when they complete.
+// Clear drops every entry and resets the hit and miss counters. Computations
+// in flight are dropped as by Evict: they return their values to their
+// callers and waiters without inserting them.
 func (c *Cache[T, A, V]) Clear() {
 	var stops []runtime.Cleanup
 	var alive []*T // keeps the objects reachable across Stop, as it requires
@@ -488,6 +520,10 @@ func (c *Cache[T, A, V]) Clear() {
 		stops, alive = stops[:0], alive[:0]
 		s.mu.Lock()
 		n := len(s.m)
+		for _, cl := range s.inflight {
+			cl.dropped.Store(true)
+		}
+		clear(s.inflight)
 		for _, rec := range s.objs {
 			if p := rec.wp.Value(); p != nil {
 				stops = append(stops, rec.cleanup)

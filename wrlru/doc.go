@@ -26,6 +26,8 @@
 //     up through their context. Errors reach every waiter and are not cached.
 //     A panic in fn goes on in the computing goroutine; its waiters get
 //     ErrPanicked.
+//   - Evict and Clear also drop computations in flight, as JAX does: their
+//     values reach their callers and waiters but are not cached.
 //   - Arguments whose hash panics (an interface holding a slice) make Get
 //     panic as a map would, leaving the cache usable; arguments not equal
 //     to themselves (a NaN) are computed on every call, never cached.

@@ -237,3 +237,93 @@ func TestPanickingFnLeavesNoComputation(t *testing.T) {
 		t.Fatalf("Get after the panic = %d, %v; want a fresh 10", v, err)
 	}
 }
+
+// JAX: Evict and Clear drop a computation in flight from the cache: its
+// result still reaches its caller and waiters but is not inserted, and a
+// Get after the Evict or Clear computes afresh rather than joining it.
+func TestEvictAndClearDuringComputation(t *testing.T) {
+	for _, op := range []string{"Evict", "Clear"} {
+		t.Run(op, func(t *testing.T) {
+			b, err := NewBudget(16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := newBlockingFn()
+			c := mustNew(t, f.fn, WithBudget(b))
+			ctx := context.Background()
+			o := &obj{}
+			type result struct {
+				v   int
+				err error
+			}
+			res := make(chan result, 3)
+			get := func() { v, err := c.Get(ctx, o, 2); res <- result{v, err} }
+			go get()
+			<-f.started
+			go get() // a waiter of the first computation
+			waitMisses(c, 2)
+			if op == "Evict" {
+				if err := c.Evict(o); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				c.Clear()
+			}
+			go get() // after Evict/Clear: a computation of its own
+			select {
+			case <-f.started:
+			case <-time.After(deadlockTimeout):
+				t.Fatalf("a Get after %s joined the dropped computation instead of computing", op)
+			}
+			f.release <- struct{}{}
+			f.release <- struct{}{}
+			for range 3 {
+				if r := <-res; r.err != nil || r.v != 20 {
+					t.Fatalf("Get = %d, %v; want 20", r.v, r.err)
+				}
+			}
+			// Only the computation started after Evict/Clear is cached.
+			if n := resident(c); n != 1 {
+				t.Fatalf("%d entries, want the second computation's 1", n)
+			}
+			if n := b.Len(); n != 1 {
+				t.Fatalf("budget holds %d slots, want 1", n)
+			}
+			if n := inflight(c); n != 0 {
+				t.Fatalf("%d computations left in flight", n)
+			}
+		})
+	}
+	// The dropped computation alone: nothing cached, its slot given back.
+	for _, op := range []string{"Evict", "Clear"} {
+		t.Run(op+"/alone", func(t *testing.T) {
+			b, err := NewBudget(16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := newBlockingFn()
+			c := mustNew(t, f.fn, WithBudget(b))
+			o := &obj{}
+			done := make(chan int)
+			go func() { v, _ := c.Get(context.Background(), o, 4); done <- v }()
+			<-f.started
+			if op == "Evict" {
+				c.Evict(o)
+			} else {
+				c.Clear()
+			}
+			close(f.release)
+			if v := <-done; v != 40 {
+				t.Fatalf("Get = %d, want 40", v)
+			}
+			if inf := c.Info(); inf.CurrSize != 0 || len(c.Keys()) != 0 || b.Len() != 0 {
+				t.Fatalf("after %s during the computation: Info %v, %d keys, budget %d; want nothing cached",
+					op, inf, len(c.Keys()), b.Len())
+			}
+			go func() { <-f.started }()
+			if v, _ := c.Get(context.Background(), o, 4); v != 40 || f.calls.Load() != 2 {
+				t.Fatalf("Get = %d after %d calls, want a recomputed 40", v, f.calls.Load())
+			}
+		})
+	}
+}
