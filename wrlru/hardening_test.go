@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -326,4 +329,90 @@ func TestEvictAndClearDuringComputation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Get, Evict, Clear, Keys and Info race with unhashable keys and panicking
+// and slow computations; afterwards the cache is consistent and usable.
+func TestStressPanicsEvictClear(t *testing.T) {
+	withProcs(t, func(t *testing.T) {
+		b, err := NewBudget(40)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := mustNew(t, func(_ context.Context, o *obj, k ukey) (int, error) {
+			switch x := k.X.(type) {
+			case string: // "panic"
+				runtime.Gosched()
+				panic(x)
+			case int:
+				if x%3 == 0 {
+					runtime.Gosched() // widen the window for Evict and Clear
+				}
+				return o.id*100 + x, nil
+			}
+			return 0, fmt.Errorf("unexpected argument %v", k.X)
+		}, WithBudget(b), WithShards(4))
+		objs := newObjs(6)
+		const goroutines, ops = 8, 2000
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(uint64(g), 23))
+				for range ops {
+					o := objs[r.IntN(len(objs))]
+					switch p := r.IntN(100); {
+					case p < 70:
+						x := r.IntN(12)
+						v, err := c.Get(context.Background(), o, ukey{x})
+						if err != nil || v != o.id*100+x {
+							t.Errorf("Get(%d, %d) = %d, %v", o.id, x, v, err)
+							return
+						}
+					case p < 78:
+						p := recovered(func() { c.Get(context.Background(), o, ukey{[]int{p}}) })
+						if p == nil || !strings.Contains(fmt.Sprint(p), "unhashable") {
+							t.Errorf("unhashable key: recovered %v", p)
+							return
+						}
+					case p < 86:
+						var err error
+						p := recovered(func() { _, err = c.Get(context.Background(), o, ukey{"panic"}) })
+						// The computing caller panics; a waiter gets ErrPanicked.
+						if p != "panic" && !errors.Is(err, ErrPanicked) {
+							t.Errorf("panicking fn: recovered %v, err %v", p, err)
+							return
+						}
+					case p < 92:
+						c.Evict(o)
+					case p < 94:
+						c.Clear()
+					case p < 97:
+						c.Keys()
+					default:
+						// Info reads the shards one after another, so only
+						// the budget's count is bounded at every instant.
+						c.Info()
+						if n := b.Len(); n > 40 {
+							t.Errorf("budget holds %d, above its bound 40", n)
+							return
+						}
+					}
+				}
+			})
+		}
+		if within(t, "the stress goroutines", wg.Wait) != nil {
+			t.Fatal("wg.Wait panicked")
+		}
+		if n := inflight(c); n != 0 {
+			t.Fatalf("%d computations left in flight", n)
+		}
+		if n, inf := resident(c), c.Info(); n != inf.CurrSize || n != b.Len() || n > 40 {
+			t.Fatalf("%d entries, Info %v, budget %d: want all equal and at most 40", n, inf, b.Len())
+		}
+		for _, o := range objs {
+			if v, err := c.Get(context.Background(), o, ukey{1}); err != nil || v != o.id*100+1 {
+				t.Fatalf("Get after the stress = %d, %v", v, err)
+			}
+		}
+	})
 }
