@@ -97,9 +97,9 @@ func TestMakeKeyDistinct(t *testing.T) {
 		"preinclude a":        with(func(in *KeyInput) { in.Options.PreIncludes = []string{"a"}; in.ExtraDigest = []byte{1} }),
 		"extra digest":        with(func(in *KeyInput) { in.ExtraDigest = []byte{1} }),
 		"extra digest 2":      with(func(in *KeyInput) { in.ExtraDigest = []byte{2} }),
-		"extra xy":            with(func(in *KeyInput) { in.Options.Extra = []string{"--x", "--y"} }),
-		"extra yx":            with(func(in *KeyInput) { in.Options.Extra = []string{"--y", "--x"} }),
-		"extra joined":        with(func(in *KeyInput) { in.Options.Extra = []string{"--x--y"} }),
+		"extra xy":            with(func(in *KeyInput) { in.Options.Extra = []string{"--foo", "--bar"} }),
+		"extra yx":            with(func(in *KeyInput) { in.Options.Extra = []string{"--bar", "--foo"} }),
+		"extra joined":        with(func(in *KeyInput) { in.Options.Extra = []string{"--foo--bar"} }),
 		"names":               with(func(in *KeyInput) { in.NameExpressions = []string{"k"} }),
 		"names empty string":  with(func(in *KeyInput) { in.NameExpressions = []string{""} }),
 		"toolchain version":   with(func(in *KeyInput) { in.Toolchain[0].Version = "12.9" }),
@@ -324,6 +324,8 @@ func FuzzKeyEncoding(f *testing.F) {
 	f.Add([]byte("__global__ void k(){}"), "c++", "cubin", []byte("-G\x00-DX=1\x00--foo"), []byte("k"), []byte("x"), false)
 	f.Add([]byte("a\x00b"), "ptx", "ptx", []byte("-I\x00/inc\x00-arch=sm_90"), []byte("a\x00b\x00a"), []byte{}, true)
 	f.Add([]byte(""), "nvvm", "ltoir", []byte("-maxrregcount=32\x00-rdc=true\x00-UX"), []byte(""), []byte("\x00"), false)
+	f.Add([]byte("k"), "c++", "cubin", []byte("-Xptxas\x00-G\x00-lineinfo\x00--ptxas-options=-v\x00-odir\x00-G"), []byte(""), []byte(""), false)
+	f.Add([]byte("k"), "c++", "cubin", []byte("-Xcompiler=-I/x,-fPIC\x00-isystem\x00/y\x00-optf=o\x00-DX"), []byte(""), []byte("d"), false)
 	f.Fuzz(func(t *testing.T, src []byte, codeType, target string, extra, names, extraDig []byte, fips bool) {
 		var sources []Source
 		for i, s := range bytes.Split(src, []byte{0}) {
