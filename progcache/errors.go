@@ -8,11 +8,14 @@ var (
 	// ErrInvalidInput reports a malformed KeyInput or Options.
 	ErrInvalidInput = errors.New("progcache: invalid input")
 	// ErrNeedsExtraDigest reports options that pull in inputs the key cannot
-	// see (include paths, pre-includes, precompiled headers, a source name
-	// with a directory part) given without KeyInput.ExtraDigest.
+	// see (include and system include paths, pre-includes, precompiled
+	// headers, options files, a libdevice directory, include options inside
+	// -Xcompiler, a source name with a directory part) given without
+	// KeyInput.ExtraDigest.
 	ErrNeedsExtraDigest = errors.New("progcache: extra digest required")
-	// ErrUncacheable reports options whose effect is a side output that a
-	// cache hit would skip (PCH creation, timing or trace files).
+	// ErrUncacheable reports options whose effect is a side output or side
+	// effect that a cache hit would skip (PCH creation, timing or trace
+	// files, kept intermediates, dependency files, -run).
 	ErrUncacheable = errors.New("progcache: uncacheable options")
 	// ErrInvalidKey reports a string that is not a key.
 	ErrInvalidKey = errors.New("progcache: invalid key")
