@@ -27,12 +27,28 @@ package graphpass
 // length fails instead of allocating; func attrs, the only recursive shape
 // decoded, are followed at most Limits.MaxDepth levels; Limits also caps the
 // input size, node count and attrs per node.
+//
+// Memory is bounded per input byte, not only per limit: an item the decoder
+// allocates for (a node, a field, an attr, an input, a list entry, a dim)
+// takes as little as two wire bytes but tens of bytes decoded, so a file of
+// empty NodeDefs would otherwise cost over 100 times its size. The decoder
+// therefore charges every allocation it makes against a budget of
+// Limits.MaxAllocPerByte bytes per input byte (plus allocSlack) and refuses
+// the input with ErrLimit before an allocation would exceed it. Sizes come
+// from the input: a first pass counts the top-level fields and nodes, so the
+// graph's field list and all nodes are allocated once, exactly (and a file
+// of empty NodeDefs is refused before anything is allocated); packed lists
+// are counted before they are decoded; per-node scratch buffers and list
+// slices double as append would, charged as they grow; and arena chunks
+// start small and double, never larger than the rest of the input could
+// fill.
 
 import (
 	"errors"
 	"fmt"
 	"math"
 	"sync"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -82,27 +98,47 @@ const (
 	fDimSize      = 1
 )
 
-// Limits bounds decoding. The zero value means DefaultLimits.
+// Limits bounds decoding. A zero field means the DefaultLimits value.
 type Limits struct {
-	MaxBytes        int // input size; protobuf itself refuses messages over 2 GiB
-	MaxNodes        int
+	// MaxBytes caps the input size. Protobuf refuses messages of 2 GiB or
+	// more, and so does Decode: larger values mean 2 GiB − 1.
+	MaxBytes int
+	// MaxNodes caps the number of NodeDefs.
+	MaxNodes int
+	// MaxAttrsPerNode caps the attrs of one node, and of one func attr.
 	MaxAttrsPerNode int
-	MaxDepth        int // nesting of func attrs (NameAttrList inside AttrValue)
+	// MaxDepth caps the nesting of func attrs (NameAttrList inside
+	// AttrValue), the only recursive message decoded.
+	MaxDepth int
+	// MaxAllocPerByte caps what decoding allocates besides the one copy of
+	// the input the Graph keeps: nodes, field records, attrs, inputs,
+	// lists and shapes, in bytes per input byte (plus a few KiB for any
+	// graph). Model-shaped graphs need about 4; an input that needs more
+	// than the limit, such as millions of empty NodeDefs, attrs or inputs,
+	// is refused with ErrLimit before the allocation that would exceed it.
+	MaxAllocPerByte int
 }
 
 // DefaultLimits are generous for real models and small enough that hostile
-// input cannot exhaust memory: every decoded item is backed by input bytes.
+// input cannot exhaust memory: Decode allocates at most 1 + MaxAllocPerByte
+// bytes per input byte, and at most 2 GiB of input is accepted.
 var DefaultLimits = Limits{
 	MaxBytes:        math.MaxInt32, // protobuf's 2 GiB message limit
 	MaxNodes:        10_000_000,
 	MaxAttrsPerNode: 10_000,
 	MaxDepth:        32,
+	MaxAllocPerByte: 32,
 }
+
+// allocSlack is the budget every input gets on top of MaxAllocPerByte per
+// byte, so a graph of a few nodes decodes: the first scratch buffers and
+// arena chunks cost a few hundred bytes each.
+const allocSlack = 4 << 10
 
 func (l Limits) orDefault() Limits {
 	d := DefaultLimits
 	if l.MaxBytes > 0 {
-		d.MaxBytes = l.MaxBytes
+		d.MaxBytes = min(l.MaxBytes, math.MaxInt32)
 	}
 	if l.MaxNodes > 0 {
 		d.MaxNodes = l.MaxNodes
@@ -113,11 +149,15 @@ func (l Limits) orDefault() Limits {
 	if l.MaxDepth > 0 {
 		d.MaxDepth = l.MaxDepth
 	}
+	if l.MaxAllocPerByte > 0 {
+		d.MaxAllocPerByte = l.MaxAllocPerByte
+	}
 	return d
 }
 
-// span is a byte range [start, end) of a buffer.
-type span struct{ start, end int }
+// span is a byte range [start, end) of a buffer. Offsets are int32 (inputs
+// are under 2 GiB) to keep the per-field records small.
+type span struct{ start, end int32 }
 
 // topField is one top-level field of the GraphDef.
 type topField struct {
@@ -145,12 +185,11 @@ type Node struct {
 	device   string
 	attrs    []Attr
 
-	raw       string // the NodeDef payload (without tag and length)
-	tagLen    int    // bytes of the node's tag in the GraphDef
-	fields    []nodeField
-	origDev   string
-	hasDevice bool
-	changed   bool
+	raw     string // the NodeDef payload (without tag and length)
+	fields  []nodeField
+	origDev string
+	tagLen  uint8 // bytes of the node's tag in the GraphDef (at most 10)
+	changed bool
 }
 
 type nodeField struct {
@@ -232,51 +271,94 @@ func (s Shape) NumElements() int64 {
 
 // decoder holds one Decode call's state. Strings are substrings of str (one
 // copy of the input) and small slices are carved from shared arenas, so a
-// node costs a handful of allocations however many fields it has.
+// node costs a handful of allocations however many fields it has. Every
+// allocation is charged to budget first (see the note at the top).
 type decoder struct {
-	root []byte
-	str  string
-	lim  Limits
+	root   []byte
+	str    string
+	lim    Limits
+	budget int // bytes the decoder may still allocate
+	at     int // offset in root of the node being decoded
 	// Per-node scratch, reused; carved into chunked arenas at node end.
 	fields []nodeField
 	inputs []string
 	attrs  []Attr
 	dims   []int64
-	// Arenas: fixed chunks, never grown in place, so carved slices stay
-	// valid and no element is copied twice.
+	// Arenas: chunks never grown in place, so carved slices stay valid and
+	// no element is copied twice.
 	fieldArena []nodeField
 	inputArena []string
 	attrArena  []Attr
 	dimArena   []int64
-	nodeArena  []Node
 }
 
-// arenaChunk is the element count of a fresh arena chunk: large enough that
-// chunk allocation is rare, small enough that the unused tail is cheap.
-const arenaChunk = 4096
+// Arena chunks start at firstChunk elements and double up to arenaChunk:
+// large enough that chunk allocation is rare, small enough that the unused
+// tail is cheap, and a small graph does not pay for a large chunk.
+const (
+	firstChunk = 16
+	arenaChunk = 4096
+)
 
-// carve copies src into the arena's current chunk (starting a new chunk
-// when it does not fit) and returns the copy, capped to its length.
-func carve[T any](arena *[]T, src []T) []T {
+// minItemBytes is the fewest wire bytes of any item the decoder stores
+// (a field, node, attr, input, list entry or dim): a tag and a length or
+// varint byte. So the bytes left bound the items still to come.
+const minItemBytes = 2
+
+// charge takes n bytes from the budget, or fails when it would run out.
+func (d *decoder) charge(n int) error {
+	if n > d.budget {
+		return fmt.Errorf("%w: decoding needs more than %d bytes of memory per input byte (Limits.MaxAllocPerByte; model-shaped graphs need about 4)", ErrLimit, d.lim.MaxAllocPerByte)
+	}
+	d.budget -= n
+	return nil
+}
+
+// sizeOf returns the size of a T in bytes.
+func sizeOf[T any]() int {
+	var z T
+	return int(unsafe.Sizeof(z))
+}
+
+// push appends v to *s. When *s is full, the new backing array (double the
+// old, as append would grow it) is charged to d before it is allocated. It
+// starts at one element: most lists and func attrs hold one or two.
+func push[T any](d *decoder, s *[]T, v T) error {
+	if len(*s) == cap(*s) {
+		c := max(2*cap(*s), 1)
+		if err := d.charge(c * sizeOf[T]()); err != nil {
+			return err
+		}
+		grown := make([]T, len(*s), c)
+		copy(grown, *s)
+		*s = grown
+	}
+	*s = append(*s, v)
+	return nil
+}
+
+// carve copies src into the arena's current chunk, starting a new chunk
+// when it does not fit, and returns the copy, capped to its length. A new
+// chunk doubles the last one up to arenaChunk elements, but is never larger
+// than the rest of the input (from the current node on) could fill, nor
+// smaller than src.
+func carve[T any](d *decoder, arena *[]T, src []T) ([]T, error) {
 	if len(src) == 0 {
-		return nil
+		return nil, nil
 	}
 	if cap(*arena)-len(*arena) < len(src) {
-		*arena = make([]T, 0, max(arenaChunk, len(src)))
+		n := min(max(2*cap(*arena), firstChunk), arenaChunk, (len(d.root)-d.at)/minItemBytes)
+		n = max(n, len(src))
+		if err := d.charge(n * sizeOf[T]()); err != nil {
+			return nil, err
+		}
+		*arena = make([]T, 0, n)
 	}
 	a := *arena
 	n := len(a)
 	a = append(a, src...)
 	*arena = a
-	return a[n:len(a):len(a)]
-}
-
-func (d *decoder) newNode() *Node {
-	if len(d.nodeArena) == cap(d.nodeArena) {
-		d.nodeArena = make([]Node, 0, arenaChunk)
-	}
-	d.nodeArena = d.nodeArena[:len(d.nodeArena)+1]
-	return &d.nodeArena[len(d.nodeArena)-1]
+	return a[n:len(a):len(a)], nil
 }
 
 // s returns the string for v, a sub-slice of d.root, without copying.
@@ -294,39 +376,74 @@ func DecodeLimits(b []byte, lim Limits) (*Graph, error) {
 	if len(b) > lim.MaxBytes {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrLimit, len(b), lim.MaxBytes)
 	}
-	d := &decoder{root: b, str: string(b), lim: lim}
-	g := &Graph{raw: d.str}
+	nFields, nNodes, err := frame(b, lim)
+	if err != nil {
+		return nil, err
+	}
+	d := &decoder{root: b, lim: lim, budget: allocSlack}
+	if per := lim.MaxAllocPerByte; len(b) > 0 && per > (math.MaxInt-allocSlack)/len(b) {
+		d.budget = math.MaxInt
+	} else {
+		d.budget += per * len(b)
+	}
+	// The graph's records and every node, in three exact allocations.
+	if err := d.charge(nFields*sizeOf[topField]() + nNodes*(sizeOf[Node]()+sizeOf[*Node]())); err != nil {
+		return nil, fmt.Errorf("%d nodes and %d other fields in %d bytes: %w", nNodes, nFields-nNodes, len(b), err)
+	}
+	d.str = string(b)
+	g := &Graph{raw: d.str, fields: make([]topField, 0, nFields), nodes: make([]*Node, 0, nNodes)}
+	nodes := make([]Node, nNodes)
+	off := 0
+	for off < len(b) {
+		// frame checked the framing.
+		num, typ, tl := protowire.ConsumeTag(b[off:])
+		f := topField{span: span{start: int32(off)}}
+		if num == fGraphNode {
+			payload, vl := protowire.ConsumeBytes(b[off+tl:])
+			n := &nodes[len(g.nodes)]
+			d.at = off
+			if err := d.node(n, payload); err != nil {
+				return nil, fmt.Errorf("node %d (byte %d): %w", len(g.nodes), off, err)
+			}
+			n.tagLen = uint8(tl)
+			f.node = n
+			g.nodes = append(g.nodes, n)
+			off += tl + vl
+		} else {
+			off += tl + protowire.ConsumeFieldValue(num, typ, b[off+tl:])
+		}
+		f.end = int32(off)
+		g.fields = append(g.fields, f)
+	}
+	return g, nil
+}
+
+// frame checks the framing of the GraphDef's top-level fields (tags,
+// lengths, the node field's wire type) and counts the fields and nodes.
+func frame(b []byte, lim Limits) (fields, nodes int, err error) {
 	off := 0
 	for off < len(b) {
 		num, typ, tl := protowire.ConsumeTag(b[off:])
 		if tl < 0 {
-			return nil, fmt.Errorf("%w: graphdef field at byte %d: %v", ErrMalformed, off, protowire.ParseError(tl))
+			return 0, 0, fmt.Errorf("%w: graphdef field at byte %d: %v", ErrMalformed, off, protowire.ParseError(tl))
 		}
 		vl := protowire.ConsumeFieldValue(num, typ, b[off+tl:])
 		if vl < 0 {
-			return nil, fmt.Errorf("%w: graphdef field %d at byte %d: %v", ErrMalformed, num, off, protowire.ParseError(vl))
+			return 0, 0, fmt.Errorf("%w: graphdef field %d at byte %d: %v", ErrMalformed, num, off, protowire.ParseError(vl))
 		}
-		f := topField{span: span{off, off + tl + vl}}
 		if num == fGraphNode {
 			if typ != protowire.BytesType {
-				return nil, fmt.Errorf("%w: graphdef field node at byte %d has wire type %d, want bytes", ErrMalformed, off, typ)
+				return 0, 0, fmt.Errorf("%w: graphdef field node at byte %d has wire type %d, want bytes", ErrMalformed, off, typ)
 			}
-			if len(g.nodes) >= lim.MaxNodes {
-				return nil, fmt.Errorf("%w: more than %d nodes", ErrLimit, lim.MaxNodes)
+			if nodes >= lim.MaxNodes {
+				return 0, 0, fmt.Errorf("%w: more than %d nodes", ErrLimit, lim.MaxNodes)
 			}
-			payload, _ := protowire.ConsumeBytes(b[off+tl:])
-			n := d.newNode()
-			if err := d.node(n, payload); err != nil {
-				return nil, fmt.Errorf("node %d (byte %d): %w", len(g.nodes), off, err)
-			}
-			n.tagLen = tl
-			f.node = n
-			g.nodes = append(g.nodes, n)
+			nodes++
 		}
-		g.fields = append(g.fields, f)
-		off = f.end
+		fields++
+		off += tl + vl
 	}
-	return g, nil
+	return fields, nodes, nil
 }
 
 func (d *decoder) node(n *Node, b []byte) error {
@@ -354,10 +471,11 @@ func (d *decoder) node(n *Node, b []byte) error {
 			case fNodeOp:
 				n.op = d.s(v)
 			case fNodeInput:
-				d.inputs = append(d.inputs, d.s(v))
+				if err := push(d, &d.inputs, d.s(v)); err != nil {
+					return err
+				}
 			case fNodeDevice:
 				n.device = d.s(v)
-				n.hasDevice = true
 			case fNodeAttr:
 				if len(d.attrs) >= d.lim.MaxAttrsPerNode {
 					return fmt.Errorf("%w: more than %d attrs on node %q", ErrLimit, d.lim.MaxAttrsPerNode, n.name)
@@ -366,15 +484,26 @@ func (d *decoder) node(n *Node, b []byte) error {
 				if err != nil {
 					return err
 				}
-				d.attrs = append(d.attrs, a)
+				if err := push(d, &d.attrs, a); err != nil {
+					return err
+				}
 			}
 		}
-		d.fields = append(d.fields, nodeField{span{off, off + tl + vl}, num})
+		if err := push(d, &d.fields, nodeField{span{int32(off), int32(off + tl + vl)}, num}); err != nil {
+			return err
+		}
 		off += tl + vl
 	}
-	n.fields = carve(&d.fieldArena, d.fields)
-	n.inputs = carve(&d.inputArena, d.inputs)
-	n.attrs = carve(&d.attrArena, d.attrs)
+	var err error
+	if n.fields, err = carve(d, &d.fieldArena, d.fields); err != nil {
+		return err
+	}
+	if n.inputs, err = carve(d, &d.inputArena, d.inputs); err != nil {
+		return err
+	}
+	if n.attrs, err = carve(d, &d.attrArena, d.attrs); err != nil {
+		return err
+	}
 	n.origDev = n.device
 	return nil
 }
@@ -459,6 +588,9 @@ func (d *decoder) attrValue(b []byte, depth int) (AttrValue, error) {
 		switch num {
 		case fAttrList:
 			av.Kind = AttrList
+			if err := d.charge(sizeOf[List]()); err != nil {
+				return err
+			}
 			l, err := d.list(v)
 			if err != nil {
 				return err
@@ -494,6 +626,9 @@ func (d *decoder) attrValue(b []byte, depth int) (AttrValue, error) {
 				return fmt.Errorf("%w: func attrs nested deeper than %d", ErrLimit, d.lim.MaxDepth)
 			}
 			av.Kind = AttrFunc
+			if err := d.charge(sizeOf[[]Attr]()); err != nil {
+				return err
+			}
 			av.S, av.Func = "", new([]Attr)
 			return forEachField(v, func(num protowire.Number, typ protowire.Type, v []byte) error {
 				switch num {
@@ -513,7 +648,7 @@ func (d *decoder) attrValue(b []byte, depth int) (AttrValue, error) {
 					if err != nil {
 						return err
 					}
-					*av.Func = append(*av.Func, a)
+					return push(d, av.Func, a)
 				}
 				return nil
 			})
@@ -528,23 +663,37 @@ func (d *decoder) list(b []byte) (List, error) {
 	err := forEachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
 		switch num {
 		case fListType, fListI:
-			add := func(x uint64) {
-				if num == fListType {
-					l.Types = append(l.Types, DataType(int32(x)))
-				} else {
-					l.Ints = append(l.Ints, int64(x))
-				}
-			}
 			switch typ {
 			case protowire.VarintType:
-				add(uint64(varint(v)))
+				if num == fListType {
+					return push(d, &l.Types, DataType(int32(varint(v))))
+				}
+				return push(d, &l.Ints, varint(v))
 			case protowire.BytesType: // packed
+				// Sized from the input: a varint ends at each byte under 0x80.
+				n := 0
+				for _, c := range v {
+					if c < 0x80 {
+						n++
+					}
+				}
+				if num == fListType {
+					if err := reserve(d, &l.Types, n); err != nil {
+						return err
+					}
+				} else if err := reserve(d, &l.Ints, n); err != nil {
+					return err
+				}
 				for len(v) > 0 {
 					x, n := protowire.ConsumeVarint(v)
 					if n < 0 {
 						return fmt.Errorf("%w: packed list: %v", ErrMalformed, protowire.ParseError(n))
 					}
-					add(x)
+					if num == fListType {
+						l.Types = append(l.Types, DataType(int32(x)))
+					} else {
+						l.Ints = append(l.Ints, int64(x))
+					}
 					v = v[n:]
 				}
 			default:
@@ -558,13 +707,28 @@ func (d *decoder) list(b []byte) (List, error) {
 			if err != nil {
 				return err
 			}
-			l.Shapes = append(l.Shapes, s)
+			return push(d, &l.Shapes, s)
 		default:
 			l.Other++
 		}
 		return nil
 	})
 	return l, err
+}
+
+// reserve makes room for n more elements in *s, charging d for the new
+// backing array, which holds exactly the elements so far and n more.
+func reserve[T any](d *decoder, s *[]T, n int) error {
+	if cap(*s)-len(*s) >= n {
+		return nil
+	}
+	if err := d.charge((len(*s) + n) * sizeOf[T]()); err != nil {
+		return err
+	}
+	grown := make([]T, len(*s), len(*s)+n)
+	copy(grown, *s)
+	*s = grown
+	return nil
 }
 
 func (d *decoder) shape(b []byte) (Shape, error) {
@@ -589,7 +753,7 @@ func (d *decoder) shape(b []byte) (Shape, error) {
 			if err != nil {
 				return err
 			}
-			d.dims = append(d.dims, size)
+			return push(d, &d.dims, size)
 		case fShapeUnknown:
 			if err := wantType(num, typ, protowire.VarintType, "shape"); err != nil {
 				return err
@@ -598,7 +762,10 @@ func (d *decoder) shape(b []byte) (Shape, error) {
 		}
 		return nil
 	})
-	s.Dims = carve(&d.dimArena, d.dims)
+	if err != nil {
+		return s, err
+	}
+	s.Dims, err = carve(d, &d.dimArena, d.dims)
 	return s, err
 }
 
@@ -701,7 +868,7 @@ func (g *Graph) Encode() []byte {
 			out = append(out, g.raw[f.start:f.end]...)
 			continue
 		}
-		out = append(out, g.raw[f.start:f.start+f.node.tagLen]...)
+		out = append(out, g.raw[f.start:f.start+int32(f.node.tagLen)]...)
 		out = f.node.appendPayload(out)
 	}
 	return out
@@ -731,7 +898,7 @@ func (n *Node) appendPayload(out []byte) []byte {
 	size := len(n.raw) + devLen
 	insertAt := -1
 	if last >= 0 {
-		size -= n.fields[last].end - n.fields[last].start
+		size -= int(n.fields[last].end - n.fields[last].start)
 	} else {
 		insertAt = len(n.fields)
 		for i, f := range n.fields {

@@ -225,6 +225,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"too big", valid, Limits{MaxBytes: 10}, ErrLimit},
 		{"too many nodes", valid, Limits{MaxNodes: 2}, ErrLimit},
 		{"too many attrs", valid, Limits{MaxAttrsPerNode: 1}, ErrLimit},
+		{"too little memory per byte", valid, Limits{MaxAllocPerByte: 1}, ErrLimit},
 		{"packed list overrun", gdtest.GraphDef(gdtest.Graph{Nodes: []gdtest.Node{{Name: "x", Attrs: []gdtest.Attr{gdtest.A("l", []byte{0x0a, 0x03, 0x32, 0x01, 0xff})}}}}), Limits{}, ErrMalformed},
 	}
 	for _, tt := range tests {
@@ -243,6 +244,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{0x0a, 0x00})
 	f.Add(gdtest.GraphDef(gdtest.Graph{Nodes: []gdtest.Node{gdtest.Op("x", "AddV2", "/device:GPU:0", gdtest.Int32, "a", "b:1", "^c")}}))
+	for _, in := range pathologicalInputs(64) {
+		f.Add(in)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		g, err := DecodeLimits(data, Limits{MaxDepth: 8})
 		if err != nil {
