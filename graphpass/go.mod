@@ -2,4 +2,7 @@ module github.com/accelkit/accelkit/graphpass
 
 go 1.26
 
-require google.golang.org/protobuf v1.36.12
+require (
+	github.com/google/renameio/v2 v2.0.2
+	google.golang.org/protobuf v1.36.12
+)

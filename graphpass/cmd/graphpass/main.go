@@ -2,13 +2,14 @@
 // (.pb) file and writes the result, keeping every byte the passes do not
 // change.
 //
-//	graphpass -in model.pb -out model.pinned.pb [-pass pin-host-compute] [-report]
+//	graphpass -in model.pb -out model.pinned.pb [-pass pin-host-compute] [-report] [-max-bytes n]
 //	graphpass -in model.pb -dump
 //
 // -pass lists the passes to run, comma-separated (default: all). -report
 // prints each pass's counts and every node it moved. -dump prints the nodes
 // as text and writes nothing. ACCELKIT_DISABLE_HOST_COMPUTE_PIN=1 turns the
-// pin-host-compute pass off.
+// pin-host-compute pass off. -h prints the usage, with the limits on input
+// and the rules for output, which the usage constant below states.
 package main
 
 import (
@@ -16,29 +17,96 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 
 	"github.com/accelkit/accelkit/graphpass"
 )
 
+const usage = `usage: graphpass -in model.pb -out model.pinned.pb [-pass names] [-report] [-max-bytes n]
+       graphpass -in model.pb -dump [-max-bytes n]
+
+Runs accelkit's graph passes over a TensorFlow GraphDef and writes the
+result, keeping every byte the passes do not change.
+
+Flags:
+%s
+Input: -in must be a regular file, or a symbolic link to one, of at most
+-max-bytes bytes (default %d, protobuf's 2 GiB limit);
+devices, FIFOs and directories are refused. Decoding allocates one copy of
+the input plus at most %d bytes per input byte (model-shaped graphs need
+about 4); an input that would need more, such as millions of empty
+NodeDefs, attrs or inputs, is refused.
+
+Output: -out is replaced atomically. The graph is written to a temporary
+file in -out's directory, synced, and renamed over -out, so after any
+failure -out is as it was and no temporary file is left; -in and -out may
+be the same file. Writing needs permission to create files in that
+directory. An existing -out keeps its permission bits; a new one gets 0644
+less the umask. The result is a new file: it belongs to the user running
+graphpass, and other hard links to the old file keep the old contents.
+-out must be a regular file or not exist yet: a symbolic link is refused,
+neither replaced nor written through (give the path it points to), and so
+are directories, devices and FIFOs.
+
+Environment: ACCELKIT_DISABLE_HOST_COMPUTE_PIN=1 turns pin-host-compute off.
+
+Exit status: 0 on success (and for -h), 1 on an error, 2 on a usage error.
+`
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	return cli{stdout: stdout, stderr: stderr}.run(args)
+}
+
+// cli is one run of the command.
+type cli struct {
+	stdout, stderr io.Writer
+	// wrapOutput, when set, wraps the writer of the output's temporary
+	// file: tests inject write failures through it.
+	wrapOutput func(io.Writer) io.Writer
+}
+
+// options are the parsed flags.
+type options struct {
+	in, out, passes string
+	report, dump    bool
+	maxBytes        int
+}
+
+func (c cli) run(args []string) int {
 	fs := flag.NewFlagSet("graphpass", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	in := fs.String("in", "", "input GraphDef (.pb)")
-	out := fs.String("out", "", "output GraphDef (.pb); required unless -dump")
-	passes := fs.String("pass", "", "comma-separated passes to run (default: all)")
-	report := fs.Bool("report", false, "print per-pass counts and moved nodes")
-	dump := fs.Bool("dump", false, "print the input's nodes as text and exit")
+	fs.SetOutput(c.stderr)
+	fs.Usage = func() {} // printed below: to stdout for -h, to stderr after an error
+	var o options
+	fs.StringVar(&o.in, "in", "", "input GraphDef (.pb): a regular file")
+	fs.StringVar(&o.out, "out", "", "output GraphDef (.pb), replaced atomically; required unless -dump")
+	fs.StringVar(&o.passes, "pass", "", "comma-separated passes to run (default: all)")
+	fs.BoolVar(&o.report, "report", false, "print per-pass counts and moved nodes")
+	fs.BoolVar(&o.dump, "dump", false, "print the input's nodes as text and exit")
+	fs.IntVar(&o.maxBytes, "max-bytes", graphpass.DefaultLimits.MaxBytes, "largest input accepted, in bytes")
+	printUsage := func(w io.Writer) {
+		var flags strings.Builder
+		fs.SetOutput(&flags)
+		fs.PrintDefaults()
+		fs.SetOutput(c.stderr)
+		lim := graphpass.DefaultLimits
+		fmt.Fprintf(w, usage, flags.String(), lim.MaxBytes, lim.MaxAllocPerByte)
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(c.stdout)
+			return 0
+		}
+		printUsage(c.stderr)
 		return 2
 	}
-	if err := do(*in, *out, *passes, *report, *dump, stdout); err != nil {
-		fmt.Fprintln(stderr, "graphpass:", err)
+	if err := c.do(o); err != nil {
+		fmt.Fprintln(c.stderr, "graphpass:", err)
 		var ue usageError
 		if errors.As(err, &ue) {
 			return 2
@@ -52,30 +120,39 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
-func do(in, out, passes string, report, dump bool, stdout io.Writer) error {
-	if in == "" {
+func (c cli) do(o options) error {
+	if o.in == "" {
 		return usageError{"-in is required"}
 	}
-	if !dump && out == "" {
+	if !o.dump && o.out == "" {
 		return usageError{"-out is required unless -dump is given"}
 	}
-	data, err := os.ReadFile(in)
+	if o.maxBytes < 1 || o.maxBytes > math.MaxInt32 {
+		return usageError{fmt.Sprintf("-max-bytes %d: want 1 to %d", o.maxBytes, math.MaxInt32)}
+	}
+	if !o.dump {
+		// Refuse an unusable -out before the work, not after it.
+		if _, _, err := outputPerm(o.out); err != nil {
+			return err
+		}
+	}
+	data, err := readInput(o.in, o.maxBytes)
 	if err != nil {
 		return err
 	}
-	g, err := graphpass.Decode(data)
+	g, err := graphpass.DecodeLimits(data, graphpass.Limits{MaxBytes: o.maxBytes})
 	if err != nil {
-		return fmt.Errorf("%s: %w", in, err)
+		return fmt.Errorf("%s: %w", o.in, err)
 	}
-	if dump {
-		return g.Dump(stdout)
+	if o.dump {
+		return g.Dump(c.stdout)
 	}
 	m := graphpass.NewManager(graphpass.NewPinHostCompute(graphpass.PinOptions{}))
-	if passes != "" {
+	if o.passes != "" {
 		for _, name := range m.Names() {
 			_ = m.Enable(name, false)
 		}
-		for _, name := range strings.Split(passes, ",") {
+		for _, name := range strings.Split(o.passes, ",") {
 			if err := m.Enable(strings.TrimSpace(name), true); err != nil {
 				return usageError{err.Error()}
 			}
@@ -85,11 +162,11 @@ func do(in, out, passes string, report, dump bool, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(out, g.Encode(), 0o644); err != nil {
+	if err := writeOutput(o.out, g.Encode(), c.wrapOutput); err != nil {
 		return err
 	}
-	if report {
-		fmt.Fprint(stdout, r.String())
+	if o.report {
+		fmt.Fprint(c.stdout, r.String())
 	}
 	return nil
 }
