@@ -370,7 +370,10 @@ func (d *decoder) s(v []byte) string {
 // Decode decodes a serialized GraphDef with DefaultLimits.
 func Decode(b []byte) (*Graph, error) { return DecodeLimits(b, Limits{}) }
 
-// DecodeLimits decodes a serialized GraphDef within lim.
+// DecodeLimits decodes a serialized GraphDef within lim. Input beyond a
+// limit, including input whose decoding would allocate more than
+// lim.MaxAllocPerByte bytes per input byte, fails with ErrLimit; input that
+// is not a GraphDef fails with ErrMalformed.
 func DecodeLimits(b []byte, lim Limits) (*Graph, error) {
 	lim = lim.orDefault()
 	if len(b) > lim.MaxBytes {
