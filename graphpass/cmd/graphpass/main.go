@@ -41,8 +41,9 @@ NodeDefs, attrs or inputs, is refused.
 
 Output: -out is replaced atomically. The graph is written to a temporary
 file in -out's directory, synced, and renamed over -out, so after any
-failure -out is as it was and no temporary file is left; -in and -out may
-be the same file. Writing needs permission to create files in that
+error -out is as it was and no temporary file is left (a crash or kill
+while writing can leave one, named .NAME followed by digits); -in and -out
+may be the same file. Writing needs permission to create files in that
 directory. An existing -out keeps its permission bits; a new one gets 0644
 less the umask. The result is a new file: it belongs to the user running
 graphpass, and other hard links to the old file keep the old contents.
