@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // readInput reads the GraphDef at path, which must be a regular file (a
@@ -22,7 +23,9 @@ func readInput(path string, limit int) ([]byte, error) {
 	if err := checkInput(path, fi, limit); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(path)
+	// Non-blocking, in case a FIFO took the path's place since the Stat:
+	// the open then returns at once and the check below refuses it.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
