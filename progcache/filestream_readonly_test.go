@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -168,5 +169,59 @@ func TestRetryRename(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFileStreamCloseDuringOperations: Close waits for operations that hold
+// the directory handles and later ones fail with ErrClosed, so a closed
+// descriptor (perhaps reused for another file) is never used.
+func TestFileStreamCloseDuringOperations(t *testing.T) {
+	ctx := context.Background()
+	for round := range 20 {
+		c, err := OpenFileStream(t.TempDir(), FileStreamOptions{MaxBytes: 64 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := make(chan struct{})
+		errs := make(chan error, 64)
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Go(func() {
+				<-start
+				for i := range 50 {
+					k := testKey((g*50 + i) % 23)
+					var err error
+					switch i % 5 {
+					case 0, 1:
+						err = c.Put(ctx, k, testObject(i, 3000))
+					case 2:
+						_, _, err = c.Get(ctx, k)
+					case 3:
+						err = c.Delete(ctx, k)
+					case 4:
+						_, err = c.Entries(ctx, false)
+					}
+					if err != nil && !errors.Is(err, ErrClosed) {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		close(start)
+		if round%2 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Errorf("round %d: %v", round, err)
+		}
+		if _, _, err := c.Get(ctx, testKey(1)); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Get after Close: %v, want ErrClosed", err)
+		}
 	}
 }
