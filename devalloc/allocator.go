@@ -41,10 +41,13 @@ package devalloc
 // - When the device is out of memory (or the limit is reached): complete
 //   every pending free (host synchronisation), release every cached whole
 //   segment, retry once; then fail with an *OOMError that says where the
-//   memory is and what to try.
+//   memory is and what to try. The release takes what index.go keeps
+//   listed, so it costs what it releases, not a scan of every stream's
+//   cache.
 // - garbage_collection_threshold: before growing, when reserved memory
 //   would pass that fraction of the limit, release cached whole segments,
-//   the ones freed longest ago (in allocator misses) first.
+//   the ones freed longest ago (in allocator misses) first; among those
+//   freed in the same interval, the one freed first.
 // - expandable_segments on a driver.VMM device: reserved virtual ranges
 //   per (stream, pool) (another only when live blocks leave no run long
 //   enough in the first); a miss maps granularity pages into the lowest
@@ -69,19 +72,19 @@ package devalloc
 // around the driver's Malloc (~45 us on an H100) and the release path
 // waits for streams and calls the driver's Free outside it, so one
 // stream's miss does not stall every other stream's hits.
+// The free sets themselves are found and created under mu too (an index
+// by stream ID, see index.go), so a set can be dropped when it holds no
+// segment without racing a lookup.
 //   - history.mu guards the trace ring buffer (a leaf).
-//   - setsMu serialises creating a freeSet; lookups read an atomically
-//     published slice (small stream IDs) or map, both copy-on-write.
-// Lock order: setsMu -> mu -> history.mu. Expandable-segment growth and
-// shrink call the VMM driver API under mu. Event callbacks
-// (evpool.Deferred) run with no allocator lock held.
+// Lock order: mu -> history.mu. Expandable-segment growth and shrink call
+// the VMM driver API under mu. Event callbacks (evpool.Deferred) run with
+// no allocator lock held.
 
 import (
 	"errors"
 	"fmt"
-	"maps"
+	"math"
 	"math/bits"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -135,6 +138,9 @@ type block struct {
 	uses        []driver.Stream
 	freedAt     uint64 // allocator clock (misses) when last freed, for GC
 	hidx        int32  // position in its free-set class heap while free
+	rlist       uint8  // the release list it is on while free (index.go)
+	rprev       *block // neighbours on that list
+	rnext       *block
 }
 
 // segment is one driver allocation, or one expandable virtual range.
@@ -154,10 +160,16 @@ type setKey struct {
 // freeSet is the cache of one (stream, pool). Guarded by Allocator.mu.
 type freeSet struct {
 	stream driver.Stream
+	id     uint64 // stream.ID()
 	small  bool
 	free   blockSet
 	segs   map[*segment]struct{}
 	exps   []*segment // expandable ranges, oldest first
+	// pins counts grows in flight with mu released (growLocked): the set
+	// is not dropped under them.
+	pins             int
+	dropped          bool
+	prevSet, nextSet *freeSet // Allocator's set list, creation order
 	// dead holds blocks absorbed by a merge, reused by the next split so
 	// that a cache hit does not allocate. A merged-away free block is
 	// referenced by nothing else: free blocks are in no pointer map or
@@ -194,9 +206,9 @@ func (fs *freeSet) recycle(b *block) {
 // run concurrently with other calls.
 //
 // Locking rule (detailed in the note at the top of allocator.go): mu
-// guards free sets, blocks, segments, the pointer map and the counters;
-// no driver call on the hit path and none for plain segments is made under
-// it. Lock order: setsMu -> mu -> history.mu.
+// guards free sets and their index, blocks, segments, the pointer map and
+// the counters; no driver call on the hit path and none for plain segments
+// is made under it. Lock order: mu -> history.mu.
 type Allocator struct {
 	dev         driver.Device
 	cfg         Config
@@ -211,14 +223,21 @@ type Allocator struct {
 	evs *evpool.Pool
 	def *evpool.Deferred
 
-	setsMu  sync.Mutex
-	sets    atomic.Pointer[map[setKey]*freeSet]
-	setList atomic.Pointer[[]*freeSet] // creation order
-	dense   atomic.Pointer[[]*freeSet] // index stream ID*2+small, IDs < denseStreams; copy-on-write like sets
-
 	mu   sync.Mutex
 	ptrs ptrTable // live blocks by address
 	st   counters
+
+	// The free sets and the release indexes (index.go), guarded by mu.
+	dense            []*freeSet          // index stream ID*2+small, IDs < denseStreams
+	sparse           map[setKey]*freeSet // larger IDs
+	setHead, setTail *freeSet            // every set, in creation order
+	numSets          int
+	rel              releaseIndex
+	emptyRanges      map[*segment]struct{} // expandable ranges with nothing mapped
+	// visits counts the sets and blocks the slow paths (release, OOM,
+	// garbage collection, cross-stream reuse) have looked at: the work
+	// tests check scales with what those paths do, not with the streams.
+	visits uint64
 
 	reserved atomic.Uint64 // bytes reserved from the device (limit accounting)
 	limit    atomic.Uint64 // 0: no limit
@@ -264,10 +283,7 @@ func New(dev driver.Device, cfg Config) (*Allocator, error) {
 	}
 	a.evs = evpool.NewPool(dev)
 	a.def = evpool.NewDeferred(a.evs)
-	empty := map[setKey]*freeSet{}
-	a.sets.Store(&empty)
-	a.setList.Store(&[]*freeSet{})
-	a.dense.Store(&[]*freeSet{})
+	a.rel.gran = a.gran
 	if cfg.HistoryEntries > 0 {
 		a.hist = newHistory(cfg.HistoryEntries, cfg.HistoryStacks)
 	}
@@ -344,46 +360,8 @@ func poolIdx(small bool) int {
 	return poolLarge
 }
 
-// setFor returns the free set of (s, pool), creating it on first use.
-func (a *Allocator) setFor(s driver.Stream, small bool) *freeSet {
-	id := s.ID()
-	if id < denseStreams {
-		i := int(id<<1) | int(boolBit(small))
-		if d := *a.dense.Load(); i < len(d) && d[i] != nil {
-			return d[i]
-		}
-	}
-	k := setKey{id, small}
-	if fs := (*a.sets.Load())[k]; fs != nil {
-		return fs
-	}
-	a.setsMu.Lock()
-	defer a.setsMu.Unlock()
-	old := *a.sets.Load()
-	if fs := old[k]; fs != nil {
-		return fs
-	}
-	list := *a.setList.Load()
-	fs := &freeSet{stream: s, small: small, segs: map[*segment]struct{}{}}
-	m := maps.Clone(old)
-	m[k] = fs
-	a.sets.Store(&m)
-	nl := append(slices.Clip(list), fs)
-	a.setList.Store(&nl)
-	if k.stream < denseStreams {
-		i := int(k.stream<<1) | int(boolBit(small))
-		d := slices.Clone(*a.dense.Load())
-		if i >= len(d) {
-			d = append(d, make([]*freeSet, i+1-len(d))...)
-		}
-		d[i] = fs
-		a.dense.Store(&d)
-	}
-	return fs
-}
-
 // denseStreams: streams with IDs below it find their free sets by index
-// in Allocator.dense rather than by hashing; others use the map.
+// in Allocator.dense rather than by hashing; others use Allocator.sparse.
 const denseStreams = 1024
 
 func boolBit(b bool) uint {
@@ -419,20 +397,23 @@ func (a *Allocator) Alloc(size uint64, s driver.Stream) (driver.Ptr, error) {
 	}
 	rsize := a.roundSize(size)
 	small := rsize <= kSmallSize
-	fs := a.setFor(s, small)
+	id := s.ID()
+	var b *block
 	a.mu.Lock()
-	b := a.takeLocked(fs, rsize, size, s)
+	if fs := a.lookupLocked(id, small); fs != nil {
+		b = a.takeLocked(fs, rsize, size, s)
+	}
 	a.mu.Unlock()
 	if b != nil {
 		return b.ptr, nil
 	}
-	return a.allocSlow(fs, rsize, size, s)
+	return a.allocSlow(id, small, rsize, size, s)
 }
 
-func (a *Allocator) allocSlow(fs *freeSet, rsize, size uint64, s driver.Stream) (driver.Ptr, error) {
+func (a *Allocator) allocSlow(id uint64, small bool, rsize, size uint64, s driver.Stream) (driver.Ptr, error) {
 	a.clock.Add(1)
 	if a.cfg.CrossStreamReuse {
-		if b := a.takeCross(fs, rsize, size, s); b != nil {
+		if b := a.takeCross(id, small, rsize, size, s); b != nil {
 			return b.ptr, nil
 		}
 	}
@@ -443,7 +424,7 @@ func (a *Allocator) allocSlow(fs *freeSet, rsize, size uint64, s driver.Stream) 
 		}
 		a.garbageCollect(need)
 	}
-	b, err := a.takeOrGrow(fs, rsize, size, s)
+	b, err := a.takeOrGrow(id, small, rsize, size, s)
 	if err == nil {
 		return b.ptr, nil
 	}
@@ -454,7 +435,7 @@ func (a *Allocator) allocSlow(fs *freeSet, rsize, size uint64, s driver.Stream) 
 	// segment, and retry once.
 	a.count(func(c *counters) { c.numAllocRetries++ })
 	a.releaseAll()
-	b, err = a.takeOrGrow(fs, rsize, size, s)
+	b, err = a.takeOrGrow(id, small, rsize, size, s)
 	if err == nil {
 		return b.ptr, nil
 	}
@@ -464,16 +445,29 @@ func (a *Allocator) allocSlow(fs *freeSet, rsize, size uint64, s driver.Stream) 
 	return 0, a.oom(size, rsize, s, err)
 }
 
-func (a *Allocator) takeOrGrow(fs *freeSet, rsize, size uint64, s driver.Stream) (*block, error) {
+// takeOrGrow takes a fit from the set of (id, pool), or grows that set,
+// creating it if the stream holds nothing in the pool; a set left empty by
+// a failed grow is dropped again.
+func (a *Allocator) takeOrGrow(id uint64, small bool, rsize, size uint64, s driver.Stream) (*block, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if b := a.takeLocked(fs, rsize, size, s); b != nil {
+	fs := a.lookupLocked(id, small)
+	if fs == nil {
+		fs = a.createSetLocked(s, id, small)
+	} else if b := a.takeLocked(fs, rsize, size, s); b != nil {
 		return b, nil
 	}
+	var b *block
+	var err error
 	if a.vmm != nil {
-		return a.growExpandableLocked(fs, rsize, size, s)
+		b, err = a.growExpandableLocked(fs, rsize, size, s)
+	} else {
+		b, err = a.growLocked(fs, rsize, size, s)
 	}
-	return a.growLocked(fs, rsize, size, s)
+	if err != nil {
+		a.dropIfEmptyLocked(fs)
+	}
+	return b, err
 }
 
 // fitsLocked applies the oversize rules to a candidate block.
@@ -556,13 +550,16 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 
 // growLocked creates a plain segment for the request and commits a block
 // from it. a.mu held, but released around the driver call: nothing refers
-// to the new segment until it is published below, and a concurrent miss
-// on the same set at worst grows the cache by one more segment.
+// to the new segment until it is published below, a concurrent miss on
+// the same set at worst grows the cache by one more segment, and the pin
+// keeps a release from dropping fs meanwhile.
 func (a *Allocator) growLocked(fs *freeSet, rsize, size uint64, s driver.Stream) (*block, error) {
 	segSize := allocationSize(rsize)
+	fs.pins++
 	a.mu.Unlock()
 	p, err := a.deviceMalloc(segSize)
 	a.mu.Lock()
+	fs.pins--
 	if err != nil {
 		return nil, err
 	}
@@ -852,76 +849,80 @@ func (a *Allocator) EmptyCache() error {
 	return a.releaseAll()
 }
 
-// releaseAll completes pending frees and releases every cached segment.
+// releaseAll completes pending frees and releases every cached whole
+// plain segment and every free whole page of the expandable ranges, from
+// the release indexes (index.go): it costs what it releases.
 func (a *Allocator) releaseAll() error {
 	a.count(func(c *counters) { c.numSyncAllStreams++ })
-	drainErr := a.def.Drain()
 	var errs []error
-	if drainErr != nil {
-		errs = append(errs, drainErr)
+	if err := a.def.Drain(); err != nil {
+		errs = append(errs, err)
 	}
-	for _, fs := range *a.setList.Load() {
-		if err := a.releaseSet(fs, nil); err != nil {
-			errs = append(errs, err)
-		}
+	a.mu.Lock()
+	victims := a.takeWholeLocked(math.MaxUint64)
+	if a.vmm != nil {
+		errs = append(errs, a.shrinkLocked())
 	}
+	a.mu.Unlock()
+	errs = append(errs, a.freeSegments(victims))
 	return errors.Join(errs...)
 }
 
-// releaseSet releases fs's cached whole plain segments (those pick accepts,
-// all when pick is nil) and the free whole pages of its expandable range.
-//
-// A block freed on its own stream is reusable at once, but work queued on
-// that stream may still touch it: the stream is synchronised before the
-// memory goes back to the device (cudaFree synchronises likewise). A
-// failed stream's work will never run, so its error is no reason to keep
-// the memory. Plain victims leave the free set under mu, so no one can take
-// them, and the wait and the driver's Free happen after it is released;
-// the expandable range is unmapped under mu, after the wait.
-func (a *Allocator) releaseSet(fs *freeSet, pick func(b *block) bool) error {
-	a.mu.Lock()
+// takeWholeLocked takes cached whole plain segments out of the cache,
+// oldest freed first, until they add up to target bytes or none is left,
+// and returns their blocks for freeSegments. Once out of the free sets no
+// one can take them. a.mu held.
+func (a *Allocator) takeWholeLocked(target uint64) []*block {
 	var victims []*block
-	fs.free.each(func(b *block) bool {
-		if b.prev == nil && b.next == nil && b.seg.exp == nil && (pick == nil || pick(b)) {
-			victims = append(victims, b)
-		}
-		return true
-	})
-	var d delta
-	d.pool = poolIdx(fs.small)
-	for _, b := range victims {
+	var freed uint64
+	for freed < target && a.rel.whole.head != nil {
+		a.visits++
+		b := a.rel.whole.head
+		fs := b.seg.set
 		fs.free.remove(b)
 		delete(fs.segs, b.seg)
-		d.add(stSegment, -1)
-		d.add(stReservedBytes, -int64(b.size))
+		pool := poolIdx(fs.small)
+		a.st.dec(stSegment, pool, 1)
+		a.st.dec(stReservedBytes, pool, int64(b.size))
 		if a.maxSplit != 0 && b.size >= a.maxSplit {
-			d.oversizeSeg--
+			a.st.oversizeSegments.add(-1)
+		}
+		victims = append(victims, b)
+		freed += b.size
+		a.dropIfEmptyLocked(fs)
+	}
+	return victims
+}
+
+// freeSegments gives segments taken by takeWholeLocked back to the device.
+//
+// A block freed on its own stream is reusable at once, but work queued on
+// that stream may still touch it: each stream is synchronised before its
+// memory goes back to the device (cudaFree synchronises likewise). A
+// failed stream's work will never run, so its error is no reason to keep
+// the memory.
+func (a *Allocator) freeSegments(victims []*block) error {
+	if len(victims) == 0 {
+		return nil
+	}
+	synced := make(map[*freeSet]bool)
+	for _, b := range victims {
+		if fs := b.seg.set; !synced[fs] {
+			synced[fs] = true
+			fs.stream.Synchronize()
 		}
 	}
-	a.apply(&d)
-	var err error
-	if pick == nil && len(fs.exps) > 0 {
-		fs.stream.Synchronize()
-		err = a.shrinkExpandableLocked(fs)
-	}
-	a.mu.Unlock()
 	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if len(victims) > 0 {
-		fs.stream.Synchronize()
-	}
 	for _, b := range victims {
 		if e := a.dev.Free(b.ptr); e != nil {
 			errs = append(errs, fmt.Errorf("devalloc: release segment %v: %w", b.ptr, e))
 		}
 		a.unreserve(b.size)
-		a.count(func(c *counters) { c.numDeviceFree++ })
 		if a.hist != nil {
-			a.hist.add(actSegmentFree, b.ptr, b.size, fs.stream.ID())
+			a.hist.add(actSegmentFree, b.ptr, b.size, b.seg.set.id)
 		}
 	}
+	a.count(func(c *counters) { c.numDeviceFree += int64(len(victims)) })
 	return errors.Join(errs...)
 }
 
@@ -937,80 +938,50 @@ func (a *Allocator) garbageCollect(need uint64) {
 	if reserved+need <= threshold {
 		return
 	}
-	target := reserved + need - threshold
-	// ptr is checked again at release: a block can be merged away and
-	// recycled (freeSet.dead) between the scan and the release.
-	type cand struct {
-		b   *block
-		fs  *freeSet
-		at  uint64
-		ptr driver.Ptr
-	}
-	var cands []cand
 	a.mu.Lock()
-	for _, fs := range *a.setList.Load() {
-		fs.free.each(func(b *block) bool {
-			if b.prev == nil && b.next == nil && b.seg.exp == nil {
-				cands = append(cands, cand{b, fs, b.freedAt, b.ptr})
-			}
-			return true
-		})
-	}
+	victims := a.takeWholeLocked(reserved + need - threshold)
 	a.mu.Unlock()
-	slices.SortStableFunc(cands, func(x, y cand) int {
-		switch {
-		case x.at < y.at:
-			return -1
-		case x.at > y.at:
-			return 1
-		}
-		return 0
-	})
-	var freed uint64
-	for _, c := range cands {
-		if freed >= target {
-			break
-		}
-		var size uint64
-		a.releaseSet(c.fs, func(x *block) bool {
-			if x == c.b && x.ptr == c.ptr {
-				size = x.size // under a.mu
-				return true
-			}
-			return false
-		})
-		freed += size
-	}
-	if freed > 0 {
+	a.freeSegments(victims)
+	if len(victims) > 0 {
 		a.count(func(c *counters) { c.numGCReleases++ })
 	}
 }
 
 // takeCross takes a fitting free block from another stream's set of the
-// same pool and orders the requester after the giver's work.
-func (a *Allocator) takeCross(own *freeSet, rsize, size uint64, s driver.Stream) *block {
-	for _, fs := range *a.setList.Load() {
-		if fs == own || fs.small != own.small || fs.stream.ID() == s.ID() {
-			continue
+// same pool, the first set in creation order that has one, and orders the
+// requester after the giver's work. It looks at no set when no free block
+// of the pool is large enough, and at a set only when its largest block
+// is.
+func (a *Allocator) takeCross(id uint64, small bool, rsize, size uint64, s driver.Stream) *block {
+	var b *block
+	var giver *freeSet
+	a.mu.Lock()
+	if a.largestFreeLocked(small) >= rsize {
+		for fs := a.setHead; fs != nil && b == nil; fs = fs.nextSet {
+			a.visits++
+			if fs.small != small || fs.id == id {
+				continue
+			}
+			if l := fs.free.largest(); l == nil || l.size < rsize {
+				continue
+			}
+			b, giver = a.takeLocked(fs, rsize, size, s), fs
 		}
-		a.mu.Lock()
-		b := a.takeLocked(fs, rsize, size, s)
-		a.mu.Unlock()
-		if b == nil {
-			continue
-		}
-		if err := a.orderAfter(s, fs.stream); err != nil {
-			// The taker never used the block: give it straight back.
-			a.mu.Lock()
-			a.ptrs.del(b.ptr)
-			a.freeLocked(fs, b)
-			a.mu.Unlock()
-			return nil
-		}
-		a.count(func(c *counters) { c.numCrossStreamReuse++ })
-		return b
 	}
-	return nil
+	a.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	if err := a.orderAfter(s, giver.stream); err != nil {
+		// The taker never used the block: give it straight back.
+		a.mu.Lock()
+		a.ptrs.del(b.ptr)
+		a.freeLocked(giver, b)
+		a.mu.Unlock()
+		return nil
+	}
+	a.count(func(c *counters) { c.numCrossStreamReuse++ })
+	return b
 }
 
 // orderAfter makes later work on s wait for the work queued on giver now.
@@ -1041,12 +1012,17 @@ func (a *Allocator) Close() error {
 	if err := a.def.Drain(); err != nil {
 		errs = append(errs, err)
 	}
-	for _, fs := range *a.setList.Load() {
-		fs.stream.Synchronize() // as in releaseSet; errors change nothing here
+	var ss []driver.Stream
+	a.mu.Lock()
+	a.eachSetLocked(func(fs *freeSet) { ss = append(ss, fs.stream) })
+	a.mu.Unlock()
+	for _, s := range ss {
+		s.Synchronize() // as in freeSegments; errors change nothing here
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, fs := range *a.setList.Load() {
+	a.rel, a.emptyRanges = releaseIndex{gran: a.gran}, nil
+	for fs := a.setHead; fs != nil; fs = fs.nextSet {
 		for seg := range fs.segs {
 			if seg.exp != nil {
 				errs = append(errs, a.unmapAllLocked(seg))

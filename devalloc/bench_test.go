@@ -1,6 +1,7 @@
 package devalloc_test
 
 import (
+	"fmt"
 	"math/bits"
 	"math/rand/v2"
 	"sync"
@@ -222,6 +223,46 @@ func BenchmarkChurn(b *testing.B) {
 			b.ReportMetric(cachNs, "caching-ns/alloc")
 			b.ReportMetric(passNs, "passthrough-ns/alloc")
 			b.ReportMetric(passNs/cachNs, "x-faster")
+		})
+	}
+}
+
+// BenchmarkOOMManyStreams measures a failing allocation (release, retry,
+// OOMError) while n streams each hold a small segment that fills the
+// device: the OOM path's cost should not grow with n. Always on sim, whose
+// capacity is set to exactly n segments.
+func BenchmarkOOMManyStreams(b *testing.B) {
+	for _, n := range []int{64, 512, 4096} {
+		b.Run(fmt.Sprintf("streams=%d", n), func(b *testing.B) {
+			drv, err := driver.Open("sim", fmt.Sprintf("capacity=%dMiB", 2*n))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer drv.Close()
+			dev, _ := drv.Device(0)
+			a, err := devalloc.New(dev, devalloc.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer a.Close()
+			var ss []driver.Stream
+			for range n + 1 {
+				s, err := dev.NewStream()
+				if err != nil {
+					b.Fatal(err)
+				}
+				ss = append(ss, s)
+			}
+			for _, s := range ss[:n] {
+				if _, err := a.Alloc(1024, s); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				if _, err := a.Alloc(1024, ss[n]); !devalloc.IsOOM(err) {
+					b.Fatalf("want an OOM, got %v", err)
+				}
+			}
 		})
 	}
 }

@@ -31,6 +31,11 @@ type blockSet struct {
 	leaf  []uint64
 	pages []*bucketPage
 	big   []*block // sizes >= bucketedLimit, sorted by (size, ptr)
+	// idx, when set, is the allocator's release index, which insert and
+	// remove keep up to date (index.go) in the same calls, so that the hit
+	// path pays no extra call for it; small is the set's pool.
+	idx   *releaseIndex
+	small bool
 }
 
 const (
@@ -124,8 +129,36 @@ func (s *blockSet) largest() *block {
 	return (*s.bucket(c))[0].b
 }
 
+// count returns how many blocks of exactly size bytes the set holds.
+func (s *blockSet) count(size uint64) int {
+	if size >= bucketedLimit {
+		n := 0
+		for _, b := range s.big {
+			if b.size == size {
+				n++
+			}
+		}
+		return n
+	}
+	c := size >> classShift
+	if w := c >> 6; w >= uint64(len(s.pages)) || s.pages[w] == nil {
+		return 0
+	}
+	return len(*s.bucket(c))
+}
+
 func (s *blockSet) insert(b *block) {
 	s.n++
+	if x := s.idx; x != nil {
+		x.max[boolBit(s.small)].added(b.size)
+		if b.seg.exp == nil {
+			if b.prev == nil && b.next == nil {
+				x.whole.push(b, listWhole)
+			}
+		} else if x.holdsPage(b) {
+			x.page.push(b, listPage)
+		}
+	}
 	if b.size >= bucketedLimit {
 		i, _ := slices.BinarySearchFunc(s.big, b, func(x, b *block) int {
 			if blockLess(x, b) {
@@ -172,73 +205,48 @@ func (s *blockSet) remove(b *block) bool {
 			return false
 		}
 		s.big = slices.Delete(s.big, i, i+1)
-		s.n--
-		return true
-	}
-	c := b.size >> classShift
-	w := c >> 6
-	if w >= uint64(len(s.pages)) || s.pages[w] == nil {
-		return false
-	}
-	h := s.bucket(c)
-	i := int(b.hidx)
-	if i >= len(*h) || (*h)[i].b != b {
-		return false
-	}
-	last := len(*h) - 1
-	if i != last {
-		(*h)[i] = (*h)[last]
-		(*h)[i].b.hidx = int32(i)
-	}
-	(*h)[last] = heapEntry{}
-	*h = (*h)[:last]
-	if i < last {
-		heapFix(*h, i)
-	}
-	if last == 0 {
-		s.leaf[w] &^= 1 << (c & 63)
-		if s.leaf[w] == 0 {
-			s.mid[w>>6] &^= 1 << (w & 63)
-			if s.mid[w>>6] == 0 {
-				s.top &^= 1 << (w >> 6)
+	} else {
+		c := b.size >> classShift
+		w := c >> 6
+		if w >= uint64(len(s.pages)) || s.pages[w] == nil {
+			return false
+		}
+		h := s.bucket(c)
+		i := int(b.hidx)
+		if i >= len(*h) || (*h)[i].b != b {
+			return false
+		}
+		last := len(*h) - 1
+		if i != last {
+			(*h)[i] = (*h)[last]
+			(*h)[i].b.hidx = int32(i)
+		}
+		(*h)[last] = heapEntry{}
+		*h = (*h)[:last]
+		if i < last {
+			heapFix(*h, i)
+		}
+		if last == 0 {
+			s.leaf[w] &^= 1 << (c & 63)
+			if s.leaf[w] == 0 {
+				s.mid[w>>6] &^= 1 << (w & 63)
+				if s.mid[w>>6] == 0 {
+					s.top &^= 1 << (w >> 6)
+				}
 			}
 		}
 	}
 	s.n--
+	if x := s.idx; x != nil {
+		x.max[boolBit(s.small)].removed(b.size)
+		switch b.rlist {
+		case listWhole:
+			x.whole.remove(b)
+		case listPage:
+			x.page.remove(b)
+		}
+	}
 	return true
-}
-
-// each calls fn for every block in (size, address) order until fn returns
-// false. It copies each class's blocks to sort them: for the slow paths
-// (release, garbage collection) only.
-func (s *blockSet) each(fn func(b *block) bool) {
-	var tmp []*block
-	for w, word := range s.leaf {
-		for word != 0 {
-			j := bits.TrailingZeros64(word)
-			word &^= 1 << j
-			tmp = tmp[:0]
-			for _, e := range s.pages[w][j] {
-				tmp = append(tmp, e.b)
-			}
-			slices.SortFunc(tmp, func(x, y *block) int {
-				if x.ptr < y.ptr {
-					return -1
-				}
-				return 1
-			})
-			for _, b := range tmp {
-				if !fn(b) {
-					return
-				}
-			}
-		}
-	}
-	for _, b := range s.big {
-		if !fn(b) {
-			return
-		}
-	}
 }
 
 // heapUp and heapDown keep h a min-heap by address, with every block's

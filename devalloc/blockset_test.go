@@ -2,6 +2,7 @@ package devalloc
 
 import (
 	"cmp"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -96,6 +97,17 @@ func TestBlockSetMatchesSorted(t *testing.T) {
 					if (l == nil) != (len(ref) == 0) || l != nil && l.size != ref[len(ref)-1].size {
 						t.Fatalf("op %d: largest wrong", op)
 					}
+					if l != nil {
+						want := 0
+						for _, b := range ref {
+							if b.size == l.size {
+								want++
+							}
+						}
+						if got := s.count(l.size); got != want {
+							t.Fatalf("op %d: count(%d) = %d, want %d", op, l.size, got, want)
+						}
+					}
 				}
 			}
 			t.Logf("%d left, at most %d", len(ref), maxLen)
@@ -121,5 +133,37 @@ func TestBlockSetRemoveForeign(t *testing.T) {
 	}
 	if s.n != 1 || s.best(512) != in {
 		t.Fatal("set changed by a failed remove")
+	}
+}
+
+// each calls fn for every block in (size, address) order until fn returns
+// false: the reference order the tests check the set against.
+func (s *blockSet) each(fn func(b *block) bool) {
+	var tmp []*block
+	for w, word := range s.leaf {
+		for word != 0 {
+			j := bits.TrailingZeros64(word)
+			word &^= 1 << j
+			tmp = tmp[:0]
+			for _, e := range s.pages[w][j] {
+				tmp = append(tmp, e.b)
+			}
+			slices.SortFunc(tmp, func(x, y *block) int {
+				if x.ptr < y.ptr {
+					return -1
+				}
+				return 1
+			})
+			for _, b := range tmp {
+				if !fn(b) {
+					return
+				}
+			}
+		}
+	}
+	for _, b := range s.big {
+		if !fn(b) {
+			return
+		}
 	}
 }

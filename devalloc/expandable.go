@@ -16,7 +16,8 @@ package devalloc
 // Release (EmptyCache and the OOM path) unmaps every free whole page,
 // wherever it lies: between live blocks too, which is what lets another
 // stream or pool map that memory. A range is returned when nothing in it
-// is mapped.
+// is mapped. Both come from the release indexes (index.go): the free
+// blocks that hold a whole page, and the ranges with nothing mapped.
 
 import (
 	"errors"
@@ -168,6 +169,7 @@ func (a *Allocator) newRangeLocked(fs *freeSet) (*segment, error) {
 	seg.exp.holes = []*block{hole}
 	fs.exps = append(fs.exps, seg)
 	fs.segs[seg] = struct{}{}
+	a.setRangeEmptyLocked(seg, true)
 	var d delta
 	d.pool = poolIdx(fs.small)
 	d.add(stSegment, 1)
@@ -236,6 +238,7 @@ func (a *Allocator) mapHoleLocked(fs *freeSet, h *block, n uint64) (*block, erro
 		seg.exp.pages[first+uint64(i)] = mh
 	}
 	seg.exp.mapped += n
+	a.setRangeEmptyLocked(seg, false)
 	seg.exp.removeHole(h)
 	if n < h.size {
 		rest := fs.newBlock()
@@ -265,41 +268,57 @@ func (a *Allocator) mapHoleLocked(fs *freeSet, h *block, n uint64) (*block, erro
 	return h, nil
 }
 
-// shrinkExpandableLocked unmaps every free whole page of fs's ranges, and
-// returns each range in which nothing stays mapped. The caller has
-// synchronised the stream. a.mu held.
-func (a *Allocator) shrinkExpandableLocked(fs *freeSet) error {
+// setRangeEmptyLocked records whether nothing in range seg is mapped
+// (emptyRanges), so that a release returns it. a.mu held.
+func (a *Allocator) setRangeEmptyLocked(seg *segment, empty bool) {
+	if !empty {
+		delete(a.emptyRanges, seg)
+		return
+	}
+	if a.emptyRanges == nil {
+		a.emptyRanges = map[*segment]struct{}{}
+	}
+	a.emptyRanges[seg] = struct{}{}
+}
+
+// shrinkLocked unmaps every free whole page of every expandable range
+// (the page list), each set's stream synchronised first, and returns each range
+// in which nothing stays mapped (emptyRanges). a.mu held.
+func (a *Allocator) shrinkLocked() error {
 	var errs []error
-	kept := fs.exps[:0]
-	for _, seg := range fs.exps {
-		for b := seg.head; b != nil; {
-			if b.state != stateFree {
-				b = b.next
-				continue
-			}
-			next, err := a.unmapFreeLocked(fs, b)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			b = next
+	synced := make(map[*freeSet]bool)
+	for b := a.rel.page.head; b != nil; {
+		// unmapFreeLocked takes b off the list (or, failing, leaves it
+		// as it was) and puts no block of less than a page on it, so
+		// the next one stays valid.
+		a.visits++
+		next := b.rnext
+		fs := b.seg.set
+		if !synced[fs] {
+			synced[fs] = true
+			fs.stream.Synchronize()
 		}
-		if h := seg.head; h.state != stateUnmapped || h.next != nil {
-			kept = append(kept, seg)
-			continue
+		if _, err := a.unmapFreeLocked(fs, b); err != nil {
+			errs = append(errs, err)
 		}
+		b = next
+	}
+	for seg := range a.emptyRanges {
+		a.visits++
+		fs := seg.set
 		if err := a.vmm.AddressFree(seg.ptr, seg.exp.va); err != nil {
 			errs = append(errs, fmt.Errorf("devalloc: free expandable address range: %w", err))
-			kept = append(kept, seg)
 			continue
 		}
+		delete(a.emptyRanges, seg)
+		fs.exps = slices.DeleteFunc(fs.exps, func(x *segment) bool { return x == seg })
 		delete(fs.segs, seg)
 		var d delta
 		d.pool = poolIdx(fs.small)
 		d.add(stSegment, -1)
 		a.apply(&d)
+		a.dropIfEmptyLocked(fs)
 	}
-	clear(fs.exps[len(kept):])
-	fs.exps = kept
 	return errors.Join(errs...)
 }
 
@@ -349,6 +368,7 @@ func (a *Allocator) unmapFreeLocked(fs *freeSet, b *block) (*block, error) {
 	}
 	seg.exp.addHole(b)
 	seg.exp.mapped -= n
+	a.setRangeEmptyLocked(seg, seg.exp.mapped == 0)
 	a.unreserve(n)
 	var d delta
 	d.pool = poolIdx(fs.small)

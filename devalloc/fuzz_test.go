@@ -72,9 +72,11 @@ func FuzzOps(f *testing.F) {
 			case 7:
 				a.ProcessEvents()
 				consistent(t, a.Snapshot())
+				checkIndexes(t, a)
 			}
 		}
 		sh.check(t)
+		checkIndexes(t, a)
 		for _, x := range held {
 			if err := a.Free(x.p); err != nil {
 				t.Fatal(err)

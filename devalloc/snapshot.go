@@ -172,9 +172,8 @@ func (h *history) entriesLocked() []TraceEntry {
 // concurrent calls wait for it briefly.
 func (a *Allocator) Snapshot() *Snapshot {
 	a.mu.Lock()
-	list := *a.setList.Load()
 	snap := &Snapshot{Segments: []SegmentInfo{}, DeviceTraces: [][]TraceEntry{{}}}
-	for _, fs := range list {
+	for fs := a.setHead; fs != nil; fs = fs.nextSet {
 		for seg := range fs.segs {
 			typ := "large"
 			if fs.small {

@@ -313,15 +313,9 @@ func (a *Allocator) TFStats() TFStats {
 
 // largestFree is the largest cached free block over every set.
 func (a *Allocator) largestFree() uint64 {
-	var m uint64
 	a.mu.Lock()
-	for _, fs := range *a.setList.Load() {
-		if b := fs.free.largest(); b != nil {
-			m = max(m, b.size)
-		}
-	}
-	a.mu.Unlock()
-	return m
+	defer a.mu.Unlock()
+	return max(a.largestFreeLocked(true), a.largestFreeLocked(false))
 }
 
 // formatBytes prints n in the units PyTorch's OOM message uses.

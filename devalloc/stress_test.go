@@ -28,6 +28,7 @@ type stressOpts struct {
 	maxSize    uint64
 	faultRate  float64
 	snapshots  bool
+	emptyCache bool // a goroutine releases the cache all along, so free sets are dropped and made again under the others
 }
 
 type live struct {
@@ -68,6 +69,23 @@ func runStress(t *testing.T, o stressOpts) (*Allocator, driver.Device) {
 				if n > 50 {
 					return
 				}
+			}
+		}()
+	}
+	if o.emptyCache {
+		snapWG.Add(1)
+		go func() {
+			defer snapWG.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := a.EmptyCache(); err != nil && o.faultRate == 0 {
+					t.Errorf("EmptyCache: %v", err)
+				}
+				checkIndexes(t, a)
 			}
 		}()
 	}
@@ -184,6 +202,26 @@ func TestRaceStress(t *testing.T) {
 		t.Run(conf, func(t *testing.T) {
 			a, _ := runStress(t, stressOpts{conf: conf, dsn: "capacity=2GiB", goroutines: 8, streams: 6, ops: ops, maxSize: 64 * mib, snapshots: true})
 			checkDrained(t, a)
+		})
+	}
+}
+
+// TestStressSetsComeAndGo churns many streams while another goroutine
+// releases the cache, so that free sets are dropped and created again under
+// concurrent allocations and frees (and grows with the lock released).
+func TestStressSetsComeAndGo(t *testing.T) {
+	ops := 1000
+	if testing.Short() {
+		ops = 150
+	}
+	for _, conf := range []string{"", "expandable_segments:true", "cross_stream_reuse:true,garbage_collection_threshold:0.5"} {
+		t.Run(conf, func(t *testing.T) {
+			a, _ := runStress(t, stressOpts{conf: conf, dsn: "capacity=256MiB", goroutines: 6, streams: 24, ops: ops, maxSize: 8 * mib, emptyCache: true})
+			checkIndexes(t, a)
+			checkDrained(t, a)
+			if a.numSets != 0 {
+				t.Errorf("%d free sets left after everything was freed and released", a.numSets)
+			}
 		})
 	}
 }
