@@ -818,6 +818,23 @@ func (a *Allocator) RecordStream(p driver.Ptr, s driver.Stream) error {
 	return nil
 }
 
+// HoldsStream reports whether the allocator holds device memory for
+// stream s: a segment, cached or in use, in one of s's pools. Cached
+// memory stays until EmptyCache, the OOM path or garbage collection
+// releases it. When HoldsStream reports false and no allocation made on s
+// (or noted on s with RecordStream) is live or pending free, the allocator
+// keeps nothing for s: destroying s strands no cached memory, and a stream
+// created later starts with an empty cache as s would have.
+func (a *Allocator) HoldsStream(s driver.Stream) bool {
+	if s == nil || a.closed.Load() {
+		return false
+	}
+	id := s.ID()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lookupLocked(id, true) != nil || a.lookupLocked(id, false) != nil
+}
+
 // ProcessEvents returns to the cache every pending free whose streams have
 // finished, without blocking; Alloc does this on its own. It returns how
 // many blocks it returned.

@@ -136,3 +136,44 @@ func TestEmptySetsDropped(t *testing.T) {
 	}
 }
 
+// TestHoldsStream checks what HoldsStream reports through a stream's
+// life: nothing before use, true while it holds live or cached memory,
+// false once the cache is released, and nothing for passthrough.
+func TestHoldsStream(t *testing.T) {
+	for _, conf := range []string{"", "expandable_segments:true", "backend:passthrough"} {
+		t.Run("conf="+conf, func(t *testing.T) {
+			dev, _ := openDev(t, "capacity=64MiB")
+			a := newAlloc(t, dev, conf)
+			caches := a.cfg.Backend != BackendPassthrough
+			s := streams(t, dev, 2)
+			if a.HoldsStream(s[0]) || a.HoldsStream(nil) {
+				t.Fatal("holds an unused stream")
+			}
+			small := mustAlloc(t, a, 1024, s[0])
+			large := mustAlloc(t, a, 4<<20, s[0])
+			if got := a.HoldsStream(s[0]); got != caches {
+				t.Errorf("with live blocks: HoldsStream %v", got)
+			}
+			if a.HoldsStream(s[1]) {
+				t.Error("holds another stream")
+			}
+			mustFree(t, a, small)
+			if err := a.EmptyCache(); err != nil {
+				t.Fatal(err)
+			}
+			if got := a.HoldsStream(s[0]); got != caches {
+				t.Errorf("with one large block live: HoldsStream %v", got)
+			}
+			mustFree(t, a, large)
+			if got := a.HoldsStream(s[0]); got != caches {
+				t.Errorf("with the large segment cached: HoldsStream %v", got)
+			}
+			if err := a.EmptyCache(); err != nil {
+				t.Fatal(err)
+			}
+			if a.HoldsStream(s[0]) {
+				t.Error("holds a stream after its cache was released")
+			}
+		})
+	}
+}
