@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -268,25 +267,15 @@ func ReadSnapshot(r io.Reader) (*Snapshot, error) {
 	return &s, nil
 }
 
-// WriteSnapshot writes a JSON snapshot to path (through a temporary file
-// in the same directory, renamed into place).
+// WriteSnapshot writes a JSON snapshot to path atomically: through a
+// temporary file in the same directory, fsynced and renamed into place,
+// then the directory is synced. A symlink at path is replaced, never
+// written through; a file being replaced keeps its permissions, a new one
+// is 0600 (snapshots may hold stack traces). When the write fails, path
+// is untouched and no temporary file is left.
 func (a *Allocator) WriteSnapshot(path string) error {
 	snap := a.Snapshot()
-	f, err := os.CreateTemp(filepath.Dir(path), ".devalloc-snapshot-*")
-	if err != nil {
-		return fmt.Errorf("devalloc: write snapshot: %w", err)
-	}
-	if err := snap.WriteJSON(f); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return fmt.Errorf("devalloc: write snapshot: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("devalloc: write snapshot: %w", err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		os.Remove(f.Name())
+	if err := writeFileAtomic(path, 0o600, snap.WriteJSON); err != nil {
 		return fmt.Errorf("devalloc: write snapshot: %w", err)
 	}
 	return nil
