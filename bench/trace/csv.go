@@ -47,6 +47,30 @@ type Event struct {
 	Ptr    uint64 // address in the traced process; a key, not an address here
 	Size   uint64
 	Stream uint64 // stream handle in the traced process; a key
+	Line   int    // line in the file Read parsed it from (1-based); 0 for generated events
+}
+
+// LineError is what is wrong with one line of a trace: a line Read cannot
+// parse, or an event Check or Replay finds inconsistent with the lines
+// before it.
+type LineError struct {
+	Line int    // 1-based; 0 when the event came from no file
+	Msg  string // what is wrong and what is valid
+}
+
+func (e *LineError) Error() string {
+	if e.Line == 0 {
+		return "trace: " + e.Msg
+	}
+	return fmt.Sprintf("trace line %d: %s", e.Line, e.Msg)
+}
+
+// where names an event in errors: its line, else its position.
+func where(ev Event, i int) string {
+	if ev.Line > 0 {
+		return fmt.Sprintf("line %d", ev.Line)
+	}
+	return fmt.Sprintf("event %d", i+1)
 }
 
 // Header is the CSV header RMM writes and Write emits.
@@ -57,7 +81,8 @@ const Header = "Thread,Time,Action,Pointer,Size,Stream"
 const MaxLineBytes = 4096
 
 // Read parses a trace. The header is required; blank lines are skipped.
-// Errors name the line and what was expected.
+// A line that does not parse is a *LineError naming the line and what is
+// valid there.
 func Read(r io.Reader) ([]Event, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 256), MaxLineBytes)
@@ -72,27 +97,36 @@ func Read(r io.Reader) ([]Event, error) {
 		}
 		if !sawHeader {
 			if strings.ReplaceAll(text, " ", "") != Header {
-				return nil, fmt.Errorf("trace line %d: header %q, want %q (RMM logging_resource_adaptor CSV)", line, text, Header)
+				return nil, &LineError{line, fmt.Sprintf("header %q, want %q (RMM logging_resource_adaptor CSV)", clip(text), Header)}
 			}
 			sawHeader = true
 			continue
 		}
 		ev, err := parseLine(text)
 		if err != nil {
-			return nil, fmt.Errorf("trace line %d: %w", line, err)
+			return nil, &LineError{line, err.Error()}
 		}
+		ev.Line = line
 		events = append(events, ev)
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, fmt.Errorf("trace line %d: longer than %d bytes", line+1, MaxLineBytes)
+			return nil, &LineError{line + 1, fmt.Sprintf("longer than %d bytes, want one CSV record of 6 fields (%s)", MaxLineBytes, Header)}
 		}
 		return nil, err
 	}
 	if !sawHeader {
-		return nil, fmt.Errorf("trace: empty, want the header %q", Header)
+		return nil, &LineError{1, fmt.Sprintf("empty, want the header %q", Header)}
 	}
 	return events, nil
+}
+
+// clip shortens text quoted in an error.
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:77] + "..."
+	}
+	return s
 }
 
 func parseLine(text string) (Event, error) {
@@ -106,7 +140,7 @@ func parseLine(text string) (Event, error) {
 	var ev Event
 	var err error
 	if ev.Thread, err = strconv.ParseUint(f[0], 0, 64); err != nil {
-		return ev, fmt.Errorf("thread %q: want an integer", f[0])
+		return ev, fmt.Errorf("thread %q: want an integer", clip(f[0]))
 	}
 	if ev.Time, err = parseTime(f[1]); err != nil {
 		return ev, err
@@ -119,16 +153,16 @@ func parseLine(text string) (Event, error) {
 	case "allocate failure":
 		ev.Action = AllocFailed
 	default:
-		return ev, fmt.Errorf("action %q: want allocate, free, deallocate or allocate failure", f[2])
+		return ev, fmt.Errorf("action %q: want allocate, free, deallocate or allocate failure", clip(f[2]))
 	}
 	if ev.Ptr, err = parseHex(f[3]); err != nil {
-		return ev, fmt.Errorf("pointer %q: want a hexadecimal address such as 0x7f8a40000000", f[3])
+		return ev, fmt.Errorf("pointer %q: want a hexadecimal address such as 0x7f8a40000000", clip(f[3]))
 	}
 	if ev.Size, err = strconv.ParseUint(f[4], 10, 64); err != nil {
-		return ev, fmt.Errorf("size %q: want a byte count", f[4])
+		return ev, fmt.Errorf("size %q: want a byte count", clip(f[4]))
 	}
 	if ev.Stream, err = parseHex(f[5]); err != nil {
-		return ev, fmt.Errorf("stream %q: want a hexadecimal handle such as 0x0", f[5])
+		return ev, fmt.Errorf("stream %q: want a hexadecimal handle such as 0x0", clip(f[5]))
 	}
 	return ev, nil
 }
@@ -146,19 +180,19 @@ func parseTime(s string) (float64, error) {
 	if !strings.Contains(s, ":") {
 		t, err := strconv.ParseFloat(s, 64)
 		if err != nil || t < 0 {
-			return 0, fmt.Errorf("time %q: want seconds such as 1634567890.123456 or HH:MM:SS.ffffff", s)
+			return 0, fmt.Errorf("time %q: want seconds such as 1634567890.123456 or HH:MM:SS.ffffff", clip(s))
 		}
 		return t, nil
 	}
 	parts := strings.Split(strings.ReplaceAll(s, ".", ":"), ":")
 	if len(parts) < 3 || len(parts) > 4 {
-		return 0, fmt.Errorf("time %q: want HH:MM:SS.ffffff", s)
+		return 0, fmt.Errorf("time %q: want HH:MM:SS.ffffff", clip(s))
 	}
 	var v [4]uint64
 	for i, p := range parts {
 		n, err := strconv.ParseUint(p, 10, 32)
 		if err != nil {
-			return 0, fmt.Errorf("time %q: want HH:MM:SS.ffffff", s)
+			return 0, fmt.Errorf("time %q: want HH:MM:SS.ffffff", clip(s))
 		}
 		v[i] = n
 	}

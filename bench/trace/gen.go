@@ -261,10 +261,43 @@ func Inference(p InferenceParams) []Event {
 	return r.events
 }
 
+// StreamsParams shape a trace with a stream per request, as RMM logs of
+// programs that allocate on per-thread or per-request streams look:
+// Streams streams each allocate Size bytes once. With Keep every block
+// stays live to the end (so on a device smaller than Streams segments the
+// later requests fail); without, each is freed before the next stream
+// allocates (so each stream leaves a cached segment behind).
+type StreamsParams struct {
+	Streams int
+	Size    uint64
+	Keep    bool
+}
+
+// ManyStreams generates the trace p describes. Stream ids are distinct
+// and non-zero (0 is the default stream).
+func ManyStreams(p StreamsParams) []Event {
+	r := newRecorder()
+	var kept []uint64
+	for i := range p.Streams {
+		stream := 0x7f0000001000 + uint64(i)*0x10
+		ptr := r.alloc(p.Size, stream)
+		if p.Keep {
+			kept = append(kept, ptr)
+			continue
+		}
+		r.free(ptr, stream)
+	}
+	for i, ptr := range kept {
+		r.free(ptr, 0x7f0000001000+uint64(i)*0x10)
+	}
+	return r.events
+}
+
 // Summary describes a trace: its events and the peak of live requested
 // bytes (no allocator overhead: the floor any allocator's peak sits on).
 type Summary struct {
 	Events, Allocs, Frees, Failures int
+	Streams                         int // distinct stream ids
 	PeakLive                        uint64
 	MaxSize                         uint64
 }
@@ -274,8 +307,10 @@ type Summary struct {
 func Summarize(events []Event) Summary {
 	s := Summary{Events: len(events)}
 	live := map[uint64]uint64{}
+	streams := map[uint64]struct{}{}
 	var cur uint64
 	for _, ev := range events {
+		streams[ev.Stream] = struct{}{}
 		switch ev.Action {
 		case Alloc:
 			s.Allocs++
@@ -293,5 +328,6 @@ func Summarize(events []Event) Summary {
 			s.Failures++
 		}
 	}
+	s.Streams = len(streams)
 	return s
 }

@@ -3,7 +3,9 @@ package trace
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -59,6 +61,10 @@ func TestReadWriteRoundTrip(t *testing.T) {
 	for i := range got {
 		w := events[i]
 		w.Time = got[i].Time // %.6f rounding
+		if got[i].Line != i+2 {
+			t.Fatalf("event %d: line %d, want %d (after the header)", i, got[i].Line, i+2)
+		}
+		w.Line = got[i].Line
 		if got[i] != w {
 			t.Fatalf("event %d: read %+v, wrote %+v", i, got[i], events[i])
 		}
@@ -76,9 +82,9 @@ func TestReadForms(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []Event{
-		{Thread: 140573312345856, Time: 1634567890.123456, Action: Alloc, Ptr: 0x7f8a40000000, Size: 1024, Stream: 0x7f8a38001020},
-		{Thread: 7, Time: 10*3600 + 30*60 + 45.5, Action: Free, Ptr: 0x7f8a40000000, Size: 1024},
-		{Thread: 7, Time: 10*3600 + 30*60 + 45.25, Action: AllocFailed, Size: 1 << 40},
+		{Thread: 140573312345856, Time: 1634567890.123456, Action: Alloc, Ptr: 0x7f8a40000000, Size: 1024, Stream: 0x7f8a38001020, Line: 2},
+		{Thread: 7, Time: 10*3600 + 30*60 + 45.5, Action: Free, Ptr: 0x7f8a40000000, Size: 1024, Line: 4},
+		{Thread: 7, Time: 10*3600 + 30*60 + 45.25, Action: AllocFailed, Size: 1 << 40, Line: 5},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got  %+v\nwant %+v", got, want)
@@ -86,21 +92,30 @@ func TestReadForms(t *testing.T) {
 }
 
 func TestReadErrors(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"", "empty"},
-		{"a,b,c\n", "header"},
-		{Header + "\n1,2,allocate,0x1,10\n", "line 2: 5 fields"},
-		{Header + "\n1,2,alloc,0x1,10,0\n", `action "alloc"`},
-		{Header + "\nx,2,allocate,0x1,10,0\n", "thread"},
-		{Header + "\n1,-2,allocate,0x1,10,0\n", "time"},
-		{Header + "\n1,2,allocate,zz,10,0\n", "pointer"},
-		{Header + "\n1,2,allocate,0x1,-10,0\n", "size"},
-		{Header + "\n1,2,allocate,0x1,10,\n", "stream"},
-		{Header + "\n" + string(bytes.Repeat([]byte("1"), MaxLineBytes+10)) + "\n", "longer than"},
+	for _, tc := range []struct {
+		in   string
+		line int
+		want string
+	}{
+		{"", 1, "empty, want the header"},
+		{"a,b,c\n", 1, "header"},
+		{Header + "\n1,2,allocate,0x1,10\n", 2, "5 fields, want 6"},
+		{Header + "\n1,2,allocate,0x1,10,0\n\n1,2,alloc,0x1,10,0\n", 4, `action "alloc": want allocate, free, deallocate or allocate failure`},
+		{Header + "\nx,2,allocate,0x1,10,0\n", 2, "thread"},
+		{Header + "\n1,-2,allocate,0x1,10,0\n", 2, "time"},
+		{Header + "\n1,2,allocate,zz,10,0\n", 2, "pointer"},
+		{Header + "\n1,2,allocate,0x1,-10,0\n", 2, "size"},
+		{Header + "\n1,2,allocate,0x1,10,\n", 2, "stream"},
+		{Header + "\n" + string(bytes.Repeat([]byte("1"), MaxLineBytes+10)) + "\n", 2, "longer than"},
+		{Header + "\n1,2," + string(bytes.Repeat([]byte("x"), 500)) + ",0x1,10,0\n", 2, `xxx...": want allocate`},
 	} {
 		_, err := Read(bytes.NewBufferString(tc.in))
-		if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.want)) {
-			t.Errorf("Read(%.40q) error = %v, want it to mention %q", tc.in, err, tc.want)
+		var le *LineError
+		if !errors.As(err, &le) || le.Line != tc.line || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Read(%.40q) error = %v, want a *LineError at line %d mentioning %q", tc.in, err, tc.line, tc.want)
+		}
+		if err != nil && len(err.Error()) > 300 {
+			t.Errorf("error of %d bytes: quoted input is not clipped", len(err.Error()))
 		}
 	}
 }
@@ -129,6 +144,7 @@ func FuzzRead(f *testing.F) {
 		for i := range again {
 			a, b := again[i], events[i]
 			a.Time, b.Time = 0, 0
+			a.Line, b.Line = 0, 0
 			if a != b {
 				t.Fatalf("event %d: %+v became %+v", i, events[i], again[i])
 			}
@@ -180,7 +196,129 @@ func TestReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Failed == 0 || res.UnknownFrees != res.Failed || res.FirstErr == nil || len(b.live) != 0 {
+	if res.Failed == 0 || res.SkippedFrees != res.Failed || res.UnknownFrees != 0 || res.FirstErr == nil || len(b.live) != 0 {
 		t.Errorf("capped replay: %+v, %d live", res, len(b.live))
+	}
+}
+
+// idleLog records StreamIdle calls and checks them against the live
+// allocations it handed out.
+type idleLog struct {
+	bump
+	streamOf map[uint64]uint64 // our pointer -> stream
+	live     map[uint64]int    // stream -> live allocations
+	idle     []uint64
+	t        *testing.T
+}
+
+func (l *idleLog) Alloc(size, stream uint64) (uint64, error) {
+	p, err := l.bump.Alloc(size, stream)
+	if err == nil {
+		l.streamOf[p] = stream
+		l.live[stream]++
+	}
+	return p, err
+}
+
+func (l *idleLog) Free(p uint64) error {
+	s := l.streamOf[p]
+	delete(l.streamOf, p)
+	l.live[s]--
+	return l.bump.Free(p)
+}
+
+func (l *idleLog) StreamIdle(stream uint64) {
+	if l.live[stream] != 0 {
+		l.t.Errorf("StreamIdle(0x%x) with %d allocations live on it", stream, l.live[stream])
+	}
+	l.idle = append(l.idle, stream)
+}
+
+func TestReplayCountsAndStreamIdle(t *testing.T) {
+	in := Header + `
+1,1.0,free,0x900,64,0x1
+1,1.1,allocate,0x100,64,0x1
+1,1.2,allocate,0x200,64,0x1
+1,1.3,allocate,(nil),0,0x1
+1,1.4,free,(nil),0,0x1
+1,1.5,allocate failure,(nil),1099511627776,0x1
+1,1.6,free,0x100,64,0x1
+1,1.7,allocate,0x300,64,0x2
+1,1.8,allocate,0x400,64,0x3
+1,1.9,free,0x400,64,0x3
+1,2.0,free,0x200,64,0x1
+1,2.1,free,0x300,64,0x2
+`
+	events, err := Read(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Room for two live blocks: 0x400 on stream 3 fails (0x200 and 0x300
+	// are live), so stream 3 is idle at once and its free is skipped.
+	l := &idleLog{bump: bump{live: map[uint64]bool{}, limit: 2}, streamOf: map[uint64]uint64{}, live: map[uint64]int{}, t: t}
+	res, err := Replay(events, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Result{Allocs: 3, Frees: 3, Failed: 1, SkippedFrees: 1, TraceFailures: 1, UnknownFrees: 1, NullAllocs: 1}
+	got := res
+	got.Elapsed, got.FirstErr = 0, nil
+	if got != want {
+		t.Errorf("result %+v\nwant   %+v", got, want)
+	}
+	if res.FirstErr == nil || !strings.Contains(res.FirstErr.Error(), "line 10 ") {
+		t.Errorf("first error %v: want it to name line 10", res.FirstErr)
+	}
+	if fmt.Sprint(l.idle) != "[3 1 2]" {
+		t.Errorf("StreamIdle calls %v, want [3 1 2] (stream 3 after its failure, 1 and 2 after their last free)", l.idle)
+	}
+}
+
+func TestReplayRefusesInconsistentTrace(t *testing.T) {
+	in := Header + `
+1,1.0,allocate,0x100,64,0x1
+1,1.1,allocate,0x200,64,0x1
+
+1,1.2,allocate,0x100,64,0x2
+`
+	events, err := Read(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, run := range map[string]func() error{
+		"Check":  func() error { return Check(events) },
+		"Replay": func() error { _, err := Replay(events, &bump{live: map[uint64]bool{}}); return err },
+	} {
+		err := run()
+		var le *LineError
+		if !errors.As(err, &le) || le.Line != 5 || !strings.Contains(err.Error(), "allocates 0x100, which the trace allocated before and has not freed") {
+			t.Errorf("%s: %v, want a *LineError at line 5 naming 0x100", name, err)
+		}
+	}
+	// Generated events have no line: the error names the event.
+	events[2].Line = 0
+	if err := Check(events); err == nil || !strings.Contains(err.Error(), "event 3 allocates") {
+		t.Errorf("Check of a generated event: %v", err)
+	}
+	if err := Check(events[:2]); err != nil {
+		t.Errorf("Check of a consistent prefix: %v", err)
+	}
+}
+
+func TestManyStreams(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		ev := ManyStreams(StreamsParams{Streams: 1000, Size: 1024, Keep: keep})
+		s := Summarize(ev)
+		if s.Streams != 1000 || s.Allocs != 1000 || s.Frees != 1000 || Check(ev) != nil {
+			t.Errorf("keep %v: %+v", keep, s)
+		}
+		if want := uint64(1024); keep {
+			want = 1000 * 1024
+			if s.PeakLive != want {
+				t.Errorf("keep: peak live %d, want %d", s.PeakLive, want)
+			}
+		} else if s.PeakLive != want {
+			t.Errorf("no keep: peak live %d, want %d", s.PeakLive, want)
+		}
 	}
 }
