@@ -9,12 +9,12 @@ require (
 	github.com/accelkit/accelkit/hostpin v0.0.0
 	github.com/accelkit/accelkit/progcache v0.0.0
 	github.com/accelkit/accelkit/wrlru v0.0.0
+	github.com/google/renameio/v2 v2.0.2
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 )
 
 require (
 	github.com/accelkit/accelkit/evpool v0.0.0 // indirect
-	github.com/google/renameio/v2 v2.0.2 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
 	golang.org/x/crypto v0.55.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect

@@ -5,7 +5,6 @@ package accbench
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -32,6 +31,8 @@ type Env struct {
 	Trace     string // -trace FILE for the replay suite
 	Extra     Extra
 	progress  func(step string)
+
+	out *outDir // Out, where suites write their files
 }
 
 // Step reports progress on stderr: suite, step and elapsed time.
@@ -121,16 +122,18 @@ func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int 
 		fmt.Fprintln(stderr, "accbench:", err)
 		return 1
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	od, err := openOutDir(*out)
+	if err != nil {
 		fmt.Fprintln(stderr, "accbench:", err)
 		return 1
 	}
+	defer od.Close()
 	res := &report.Results{
 		Schema: report.Schema, Started: time.Now(), Command: "accbench " + strings.Join(args, " "),
 		Host: hostInfo(), Driver: drv.Name() + " (" + drv.Version() + ")", Device: dev.Name(),
 		Simulated: isSimulated(dev), Quick: *quick, Count: *count,
 	}
-	env := &Env{Ctx: ctx, Driver: drv, Dev: dev, Simulated: res.Simulated, Quick: *quick, Out: *out, Trace: *traceFile, Extra: extra}
+	env := &Env{Ctx: ctx, Driver: drv, Dev: dev, Simulated: res.Simulated, Quick: *quick, Out: *out, Trace: *traceFile, Extra: extra, out: od}
 	start := time.Now()
 	failed := false
 	for _, s := range chosen {
@@ -150,7 +153,7 @@ func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int 
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
-	if err := writeOutputs(res, *out); err != nil {
+	if err := writeOutputs(res, od); err != nil {
 		fmt.Fprintln(stderr, "accbench:", err)
 		return 1
 	}
@@ -245,19 +248,12 @@ func aggregate(outs []Output) []report.Row {
 	return rows
 }
 
-func writeOutputs(res *report.Results, dir string) error {
-	write := func(name string, fn func(io.Writer) error) error {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		if err := fn(f); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	}
-	return errors.Join(write("results.json", res.WriteJSON), write("report.html", res.WriteHTML))
+// writeOutputs writes results.json and report.html, atomically and both
+// in full before either replaces its old version.
+func writeOutputs(res *report.Results, od *outDir) error {
+	return od.writeFiles(
+		outFile{"results.json", 0o644, res.WriteJSON},
+		outFile{"report.html", 0o644, res.WriteHTML})
 }
 
 func isSimulated(dev driver.Device) bool {

@@ -3,6 +3,7 @@ package accbench
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -348,12 +349,8 @@ func replaySuite() Suite {
 					events []trace.Event
 				}{filepath.Base(env.Trace), ev})
 			}
-			dir := filepath.Join(env.Out, "traces")
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return out, err
-			}
 			for _, tr := range traces {
-				if err := writeTrace(filepath.Join(dir, tr.name+".csv"), tr.events); err != nil {
+				if err := writeTrace(env, tr.name+".csv", tr.events); err != nil {
 					return out, err
 				}
 				sum := trace.Summarize(tr.events)
@@ -389,16 +386,13 @@ func replaySuite() Suite {
 	}
 }
 
-func writeTrace(path string, events []trace.Event) error {
-	f, err := os.Create(path)
-	if err != nil {
+// writeTrace writes events to traces/name in the output directory, for
+// bench/peers.
+func writeTrace(env *Env, name string, events []trace.Event) error {
+	if err := env.out.mkdir("traces"); err != nil {
 		return err
 	}
-	if err := trace.Write(f, events); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return env.out.writeFiles(outFile{"traces/" + name, 0o644, func(w io.Writer) error { return trace.Write(w, events) }})
 }
 
 // churnInvariantsSuite is the allocator storm that fails the program when

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,21 +36,26 @@ type peerRecord struct {
 // row, or in a "peers" suite when no row matches.
 func runPeers(env *Env, python string, res *report.Results) error {
 	dir := filepath.Join(env.Out, "peers")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := env.out.mkdir("peers"); err != nil {
 		return err
 	}
 	entries, err := peers.Scripts.ReadDir(".")
 	if err != nil {
 		return err
 	}
+	var files []outFile
 	for _, e := range entries {
 		data, err := peers.Scripts.ReadFile(e.Name())
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, 0o644); err != nil {
+		files = append(files, outFile{"peers/" + e.Name(), 0o644, func(w io.Writer) error {
+			_, err := w.Write(data)
 			return err
-		}
+		}})
+	}
+	if err := env.out.writeFiles(files...); err != nil {
+		return err
 	}
 	var recs []peerRecord
 	run := func(script string, args ...string) {
