@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/accelkit/accelkit/bench/report"
+	"github.com/accelkit/accelkit/bench/trace"
 	"github.com/accelkit/accelkit/driver"
 )
 
@@ -32,7 +33,8 @@ type Env struct {
 	Extra     Extra
 	progress  func(step string)
 
-	out *outDir // Out, where suites write their files
+	out         *outDir       // Out, where suites write their files
+	traceEvents []trace.Event // Trace, read and checked before any suite runs
 }
 
 // Step reports progress on stderr: suite, step and elapsed time.
@@ -108,6 +110,17 @@ func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int 
 		fmt.Fprintln(stderr, "accbench:", err)
 		return 2
 	}
+	var traceEvents []trace.Event
+	if *traceFile != "" {
+		if !slices.ContainsFunc(chosen, func(s Suite) bool { return s.Name == "replay" }) {
+			fmt.Fprintf(stderr, "accbench: -trace %s is replayed by the replay suite, which -suite %q leaves out\n", *traceFile, *suitesFlag)
+			return 2
+		}
+		if traceEvents, err = loadTrace(*traceFile); err != nil {
+			fmt.Fprintln(stderr, "accbench:", err)
+			return 2
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	name, dsn, _ := strings.Cut(*drvFlag, ":")
@@ -133,7 +146,8 @@ func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int 
 		Host: hostInfo(), Driver: drv.Name() + " (" + drv.Version() + ")", Device: dev.Name(),
 		Simulated: isSimulated(dev), Quick: *quick, Count: *count,
 	}
-	env := &Env{Ctx: ctx, Driver: drv, Dev: dev, Simulated: res.Simulated, Quick: *quick, Out: *out, Trace: *traceFile, Extra: extra, out: od}
+	env := &Env{Ctx: ctx, Driver: drv, Dev: dev, Simulated: res.Simulated, Quick: *quick, Out: *out, Trace: *traceFile, Extra: extra,
+		out: od, traceEvents: traceEvents}
 	start := time.Now()
 	failed := false
 	for _, s := range chosen {

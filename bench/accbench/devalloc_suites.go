@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -252,27 +254,91 @@ func inferenceParams(env *Env) trace.InferenceParams {
 	return p
 }
 
-// devallocAdapter lets a trace replay through devalloc on one stream per
-// trace stream.
+// devallocAdapter lets a trace replay through devalloc on a driver stream
+// per trace stream id, so that each keeps its own cache as in the traced
+// program. A trace may name many thousands of streams (one per request or
+// thread); a driver stream is destroyed once the trace has nothing live on
+// it and devalloc holds nothing for it (HoldsStream), which nothing in the
+// replay can tell apart from keeping it. So the driver streams alive at
+// once follow the streams holding memory, not the ids in the trace.
 type devallocAdapter struct {
 	env     *Env
 	a       *devalloc.Allocator
-	streams map[uint64]driver.Stream
+	streams map[uint64]*replayStream // trace stream id -> driver stream
+	idle    []uint64                 // trace streams reported idle, to retire at the next sweep
+	sweepAt int                      // sweep when this many driver streams exist
+	created int                      // driver streams created
+	peak    int                      // most driver streams alive at once
+}
+
+type replayStream struct {
+	s      driver.Stream
+	idle   bool // nothing live on it in the replay
+	listed bool // on devallocAdapter.idle
+}
+
+// minSweep is the fewest driver streams at which the adapter looks for
+// ones to retire: a trace with a few streams never pays for it.
+const minSweep = 64
+
+func newDevallocAdapter(env *Env, a *devalloc.Allocator) *devallocAdapter {
+	return &devallocAdapter{env: env, a: a, streams: map[uint64]*replayStream{}, sweepAt: minSweep}
 }
 
 func (d *devallocAdapter) stream(id uint64) (driver.Stream, error) {
 	if id == 0 {
 		return d.env.Dev.DefaultStream(), nil
 	}
-	if s, ok := d.streams[id]; ok {
-		return s, nil
+	if rs := d.streams[id]; rs != nil {
+		rs.idle = false
+		return rs.s, nil
+	}
+	if len(d.streams) >= d.sweepAt {
+		d.sweep()
 	}
 	s, err := d.env.Dev.NewStream()
 	if err != nil {
 		return nil, err
 	}
-	d.streams[id] = s
+	d.streams[id] = &replayStream{s: s}
+	d.created++
+	d.peak = max(d.peak, len(d.streams))
 	return s, nil
+}
+
+// sweep destroys the driver streams of idle trace streams that devalloc
+// holds nothing for. It runs when the driver streams have doubled since
+// the last sweep, so its cost is amortised over the streams created.
+func (d *devallocAdapter) sweep() {
+	kept := d.idle[:0]
+	for _, id := range d.idle {
+		rs := d.streams[id]
+		switch {
+		case rs == nil || !rs.idle: // busy again: listed again when idle
+			if rs != nil {
+				rs.listed = false
+			}
+		case d.a.HoldsStream(rs.s): // its cache is still there
+			kept = append(kept, id)
+		default:
+			rs.s.Destroy()
+			delete(d.streams, id)
+		}
+	}
+	clear(d.idle[len(kept):])
+	d.idle = kept
+	d.sweepAt = max(minSweep, 2*len(d.streams))
+}
+
+// StreamIdle is told by trace.Replay that nothing is live on stream id.
+func (d *devallocAdapter) StreamIdle(id uint64) {
+	if rs := d.streams[id]; rs != nil {
+		rs.idle = true
+		if !rs.listed {
+			rs.listed = true
+			d.idle = append(d.idle, id)
+		}
+	}
 }
 
 func (d *devallocAdapter) Alloc(size, stream uint64) (uint64, error) {
@@ -286,9 +352,18 @@ func (d *devallocAdapter) Alloc(size, stream uint64) (uint64, error) {
 
 func (d *devallocAdapter) Free(p uint64) error { return d.a.Free(driver.Ptr(p)) }
 
+func (d *devallocAdapter) close() {
+	for _, rs := range d.streams {
+		rs.s.Destroy()
+	}
+	clear(d.streams)
+}
+
 type replayResult struct {
 	trace.Result
 	stats devalloc.Stats
+	// Driver streams the replay created, and the most alive at once.
+	streamsCreated, streamsPeak int
 }
 
 func (r replayResult) fragmentation() float64 {
@@ -305,12 +380,8 @@ func replayThrough(env *Env, events []trace.Event, conf string) (replayResult, e
 		return replayResult{}, err
 	}
 	defer a.Close()
-	ad := &devallocAdapter{env: env, a: a, streams: map[uint64]driver.Stream{}}
-	defer func() {
-		for _, s := range ad.streams {
-			s.Destroy()
-		}
-	}()
+	ad := newDevallocAdapter(env, a)
+	defer ad.close()
 	res, err := trace.Replay(events, ad)
 	if err != nil {
 		return replayResult{}, err
@@ -319,7 +390,7 @@ func replayThrough(env *Env, events []trace.Event, conf string) (replayResult, e
 	if err := a.EmptyCache(); err != nil {
 		return replayResult{}, err
 	}
-	return replayResult{Result: res, stats: st}, nil
+	return replayResult{Result: res, stats: st, streamsCreated: ad.created, streamsPeak: ad.peak}, nil
 }
 
 func replaySuite() Suite {
@@ -335,28 +406,20 @@ func replaySuite() Suite {
 				{"inference", trace.Inference(inferenceParams(env))},
 			}
 			if env.Trace != "" {
-				f, err := os.Open(env.Trace)
-				if err != nil {
-					return out, err
-				}
-				ev, err := trace.Read(f)
-				f.Close()
-				if err != nil {
-					return out, fmt.Errorf("%s: %w", env.Trace, err)
-				}
 				traces = append(traces, struct {
 					name   string
 					events []trace.Event
-				}{filepath.Base(env.Trace), ev})
+				}{traceName(env.Trace), env.traceEvents})
 			}
 			for _, tr := range traces {
 				if err := writeTrace(env, tr.name+".csv", tr.events); err != nil {
 					return out, err
 				}
 				sum := trace.Summarize(tr.events)
-				out.Notes = append(out.Notes, fmt.Sprintf("%s: %d events, peak live %.2f GiB; written to traces/%s.csv for bench/peers",
-					tr.name, sum.Events, float64(sum.PeakLive)/(1<<30), tr.name))
+				out.Notes = append(out.Notes, fmt.Sprintf("%s: %d events on %d stream(s), %d \"allocate failure\" line(s) (the traced allocator's own refusals, replayed as nothing), peak live %.2f GiB; written to traces/%s.csv for bench/peers",
+					tr.name, sum.Events, sum.Streams, sum.Failures, float64(sum.PeakLive)/(1<<30), tr.name))
 				times := map[string]float64{}
+				var unknown, null int
 				for _, mode := range []struct{ name, conf string }{{"plain", ""}, {"expandable", "expandable_segments:true"}, {"passthrough", "backend:passthrough"}} {
 					env.Step("%s through %s", tr.name, mode.name)
 					r, err := replayThrough(env, tr.events, mode.conf)
@@ -364,6 +427,7 @@ func replaySuite() Suite {
 						return out, fmt.Errorf("%s %s: %w", tr.name, mode.name, err)
 					}
 					times[mode.name] = float64(r.Elapsed.Microseconds()) / 1000
+					unknown, null = r.UnknownFrees, r.NullAllocs
 					if mode.name != "passthrough" {
 						out.Measurements = append(out.Measurements, Measurement{
 							Case: fmt.Sprintf("%s: peak reserved / peak allocated, %s", tr.name, mode.name), Unit: "x",
@@ -373,6 +437,21 @@ func replaySuite() Suite {
 							Measurement{Case: fmt.Sprintf("%s: alloc retries, %s", tr.name, mode.name), Unit: "count", Ours: float64(r.stats.NumAllocRetries)},
 							Measurement{Case: fmt.Sprintf("%s: OOMs, %s", tr.name, mode.name), Unit: "count", Ours: float64(r.stats.NumOOMs)})
 					}
+					out.Measurements = append(out.Measurements, Measurement{
+						Case: fmt.Sprintf("%s: failed allocations, %s", tr.name, mode.name), Unit: "count", Ours: float64(r.Failed)})
+					if r.FirstErr != nil {
+						out.Notes = append(out.Notes, fmt.Sprintf("%s through %s: %d of %d allocations failed (their %d frees skipped); the first: %s",
+							tr.name, mode.name, r.Failed, r.Failed+r.Allocs, r.SkippedFrees, clip(r.FirstErr.Error(), 300)))
+					}
+					if r.streamsCreated > minSweep {
+						out.Notes = append(out.Notes, fmt.Sprintf("%s through %s: %d driver streams created for the trace's streams, at most %d alive at once (a stream goes once nothing is live on it and devalloc holds nothing for it)",
+							tr.name, mode.name, r.streamsCreated, r.streamsPeak))
+					}
+				}
+				out.Measurements = append(out.Measurements, Measurement{
+					Case: fmt.Sprintf("%s: frees of pointers the trace never allocated", tr.name), Unit: "count", Ours: float64(unknown)})
+				if null > 0 {
+					out.Notes = append(out.Notes, fmt.Sprintf("%s: %d allocation(s) of the null pointer (zero bytes), replayed as nothing", tr.name, null))
 				}
 				for _, mode := range []string{"plain", "expandable"} {
 					out.Measurements = append(out.Measurements, Measurement{
@@ -386,6 +465,48 @@ func replaySuite() Suite {
 	}
 }
 
+// traceName names a -trace file in the report and in traces/: its base
+// name without .csv, kept apart from the built-in traces' names.
+func traceName(path string) string {
+	name := strings.TrimSuffix(filepath.Base(path), ".csv")
+	if name == "training" || name == "inference" {
+		name = "trace-" + name
+	}
+	return name
+}
+
+// loadTrace reads and checks a -trace file. Errors name the file, the line
+// when one is at fault, and what is valid.
+func loadTrace(path string) ([]trace.Event, error) {
+	want := "want an RMM logging_resource_adaptor CSV with the header " + trace.Header
+	f, err := os.Open(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("-trace %s: %v (%s)", path, err, want)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("-trace %s: not a regular file (%s)", path, want)
+	}
+	events, err := trace.Read(f)
+	if err == nil {
+		err = trace.Check(events)
+	}
+	if le := (*trace.LineError)(nil); errors.As(err, &le) {
+		return nil, fmt.Errorf("-trace %s:%d: %s", path, le.Line, le.Msg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("-trace %s: %w", path, err)
+	}
+	if len(events) == 0 {
+		return nil, fmt.Errorf("-trace %s: a header and no events, want allocate and free lines after it", path)
+	}
+	return events, nil
+}
+
 // writeTrace writes events to traces/name in the output directory, for
 // bench/peers.
 func writeTrace(env *Env, name string, events []trace.Event) error {
@@ -393,6 +514,13 @@ func writeTrace(env *Env, name string, events []trace.Event) error {
 		return err
 	}
 	return env.out.writeFiles(outFile{"traces/" + name, 0o644, func(w io.Writer) error { return trace.Write(w, events) }})
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
 }
 
 // churnInvariantsSuite is the allocator storm that fails the program when
