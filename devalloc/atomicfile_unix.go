@@ -25,7 +25,9 @@ func newPendingFile(path string, perm os.FileMode) (pendingFile, error) {
 	return renamePending{t, path}, nil
 }
 
-func (p renamePending) cleanup() { p.Cleanup() } // a no-op once committed
+// cleanup is a no-op once committed; removing the temporary file can fail
+// only in ways the caller, already failing, cannot act on.
+func (p renamePending) cleanup() { _ = p.Cleanup() }
 
 func (p renamePending) commit() error {
 	if err := p.CloseAtomicallyReplace(); err != nil {

@@ -24,7 +24,7 @@ func newPendingFile(path string, perm os.FileMode) (pendingFile, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() {
 		perm = fi.Mode().Perm()
 	}
-	f.Chmod(perm) // only the read-only bit means anything on Windows
+	_ = f.Chmod(perm) // best effort: only the read-only bit means anything on Windows
 	return &tempPending{File: f, path: path}, nil
 }
 
@@ -45,6 +45,6 @@ func (p *tempPending) commit() error {
 func (p *tempPending) cleanup() {
 	if !p.done {
 		p.Close()
-		os.Remove(p.Name())
+		_ = os.Remove(p.Name()) // the caller is failing already
 	}
 }

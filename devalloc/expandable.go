@@ -296,7 +296,7 @@ func (a *Allocator) shrinkLocked() error {
 		fs := b.seg.set
 		if !synced[fs] {
 			synced[fs] = true
-			fs.stream.Synchronize()
+			_ = fs.stream.Synchronize() // as in freeSegments
 		}
 		if _, err := a.unmapFreeLocked(fs, b); err != nil {
 			errs = append(errs, err)

@@ -20,7 +20,7 @@ func (o *outDir) newPending(name string, perm os.FileMode) (pendingOut, error) {
 }
 
 func (p renamePending) commit() error { return p.CloseAtomicallyReplace() }
-func (p renamePending) cleanup()      { p.Cleanup() } // a no-op once committed
+func (p renamePending) cleanup()      { _ = p.Cleanup() } // a no-op once committed; the caller is failing otherwise
 
 // syncDir makes the renames into dir durable (renameio does not).
 func (o *outDir) syncDir(dir string) error {

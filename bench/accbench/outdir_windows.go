@@ -3,7 +3,9 @@
 package accbench
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -23,7 +25,7 @@ func (o *outDir) newPending(name string, perm os.FileMode) (pendingOut, error) {
 	for range 100 {
 		tmp := path.Join(path.Dir(name), fmt.Sprintf(".%s%d", path.Base(name), rand.Int64()))
 		f, err := o.root.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, perm)
-		if os.IsExist(err) {
+		if errors.Is(err, fs.ErrExist) {
 			continue
 		}
 		if err != nil {
@@ -51,7 +53,7 @@ func (p *rootPending) commit() error {
 func (p *rootPending) cleanup() {
 	if !p.done {
 		p.Close()
-		p.root.Remove(p.tmp)
+		_ = p.root.Remove(p.tmp) // the caller is failing already
 	}
 }
 
