@@ -20,10 +20,19 @@ package progcache
 // transaction and ends the transaction before decoding: bbolt's bytes are
 // valid only while the transaction is open.
 //
-// A file that bbolt cannot open as a database, or a database without this
-// schema's version record, is moved aside (renamed to <path>.corrupt-<time>)
-// and a new file is built; a file locked by another process is never
-// treated that way: Open fails with ErrLocked and leaves it untouched.
+// Damage. What OpenBolt does with each kind of path, and when a file is
+// ours to set aside, is in bolt_open.go; how a file is checked before bbolt
+// maps it (bbolt panics, faults or recurses for ever on a damaged one) is
+// in bolt_verify.go. A file locked by another process is never treated as
+// damaged: OpenBolt fails with ErrLocked and leaves it untouched. Once
+// open, every bbolt transaction runs in boltHandle.run, which turns a panic
+// or a memory fault (a file truncated behind bbolt's back is SIGBUS) into a
+// *boltDamage; the operation then sets the file aside and moves the cache
+// to a fresh file (repairLocked): Get misses, Put is retried on the fresh
+// file, Delete, Clear and Prune succeed on it, Totals and Entries report
+// the damage with an error wrapping ErrCorrupt. Read-only, or through a
+// symbolic link, the file is not moved and the cache is broken: every
+// later operation returns that error.
 
 import (
 	"container/list"
@@ -31,15 +40,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 )
 
 const (
@@ -78,8 +84,17 @@ type BoltOptions struct {
 	// crash can corrupt the file (it is then set aside and rebuilt on the
 	// next open, losing the cache). Off by default.
 	NoSync bool
-	// Logger receives a warning when a corrupt or foreign file is set
-	// aside; nil means slog.Default().
+	// ReadOnly opens an existing file for reading only, under bbolt's
+	// shared lock (other read-only opens may share it; a read-write open
+	// waits for it, and it for one): nothing is ever written, created,
+	// set aside or rebuilt. A damaged file is an error wrapping
+	// ErrCorrupt; Put, Delete, Clear, Prune and Entries with verify fail
+	// with ErrReadOnly; Get of a corrupt entry is a counted miss that
+	// leaves the entry in place; Close writes no access times or
+	// counters.
+	ReadOnly bool
+	// Logger receives a warning when a damaged file is set aside; nil
+	// means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -89,13 +104,19 @@ type BoltOptions struct {
 // filesystem, whose locks bbolt cannot trust: use FileStream to share a
 // cache between processes or hosts.
 //
-// Locking: mu guards lru, index, bytes, pending, closed and the counters;
-// it is held across bbolt write transactions (bbolt allows one writer
-// anyway) but not across Get's read transaction.
+// Locking: mu guards lru, index, bytes, pending, closed, broken, gen,
+// setAside and the counters; it is held across bbolt write transactions
+// (bbolt allows one writer anyway) but not across the read transactions of
+// Get and Entries. dbMu guards h, the open file: every bbolt transaction
+// holds it for reading, and replacing or closing h holds it for writing,
+// so no transaction is open on a handle being closed. Lock order: mu, then
+// dbMu; nothing takes mu while holding dbMu.
 type Bolt struct {
-	db   *bolt.DB
 	path string
 	opts BoltOptions
+
+	dbMu sync.RWMutex
+	h    *boltHandle // nil once closed or broken
 
 	mu       sync.Mutex
 	lru      *list.List // of *boltEntry, most recent at the front
@@ -103,8 +124,10 @@ type Bolt struct {
 	bytes    int64
 	pending  map[Key]int64 // access times not yet written
 	closed   bool
+	broken   error  // set when damage could not be repaired: every operation returns it
+	gen      uint64 // h.gen: which file the in-memory state describes
 	stats    Stats
-	setAside string // where a corrupt file was moved at open, if any
+	setAside string // where the last damaged file was moved, if anywhere
 	flushed  Stats  // the part of stats already added to the file's counters
 
 	flight flightGroup // GetOrCompile's in-process deduplication; own lock
@@ -116,7 +139,11 @@ type boltEntry struct {
 	atime int64
 }
 
-// OpenBolt opens or creates the cache file at path.
+// OpenBolt opens or creates the cache file at path. A path that holds
+// something other than a bolt cache of this package is refused with an
+// error wrapping ErrNotCache and left as it is; a damaged cache file is set
+// aside and rebuilt (see SetAside), or, read-only or behind a symbolic
+// link, reported with an error wrapping ErrCorrupt.
 func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	if opts.MaxBytes < 0 || opts.Timeout < 0 {
 		return nil, fmt.Errorf("progcache: bolt cap %d bytes, timeout %v: must be 0 (default) or positive: %w", opts.MaxBytes, opts.Timeout, ErrInvalidConfig)
@@ -131,114 +158,30 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 		opts.Logger = slog.Default()
 	}
 	c := &Bolt{path: path, opts: opts, lru: list.New(), index: map[Key]*list.Element{}, pending: map[Key]int64{}}
-	db, err := c.open()
+	h, es, err := c.openBolt(0)
 	if err != nil {
 		return nil, err
 	}
-	c.db = db
-	if err := c.load(); err != nil {
-		db.Close()
-		return nil, err
-	}
+	c.h = h
+	c.indexLocked(es)
 	return c, nil
 }
 
-// open opens the file, setting aside and rebuilding one that is not a
-// database of this schema.
-func (c *Bolt) open() (*bolt.DB, error) {
-	for attempt := 0; ; attempt++ {
-		db, err := bolt.Open(c.path, filePerm, &bolt.Options{Timeout: c.opts.Timeout, NoSync: c.opts.NoSync})
-		switch {
-		case errors.Is(err, berrors.ErrTimeout):
-			return nil, fmt.Errorf("progcache: bolt file %s is held by another process (waited %v): bbolt allows one read-write process at a time and is unsafe on network filesystems; use a FileStream directory to share a cache: %w", c.path, c.opts.Timeout, ErrLocked)
-		case errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrNotExist):
-			return nil, fmt.Errorf("progcache: open bolt file: %w", err)
-		case err == nil:
-			ok, verr := c.checkSchema(db)
-			if verr != nil {
-				db.Close()
-				return nil, verr
-			}
-			if ok {
-				return db, nil
-			}
-			db.Close()
-			err = errors.New("not a progcache bolt file of schema " + boltSchema)
-		}
-		if attempt > 0 {
-			return nil, fmt.Errorf("progcache: bolt file %s unusable after rebuild: %w", c.path, err)
-		}
-		aside := fmt.Sprintf("%s.corrupt-%d", c.path, time.Now().UnixNano())
-		if rerr := os.Rename(c.path, aside); rerr != nil {
-			return nil, fmt.Errorf("progcache: bolt file %s is unreadable (%v) and could not be set aside: %w", c.path, err, rerr)
-		}
-		c.opts.Logger.Warn("progcache: bolt file set aside and rebuilt", "path", c.path, "moved_to", aside, "reason", err.Error())
-		c.setAside = aside
-		c.stats.Corrupt++
-	}
+// SetAside returns where a damaged file was moved when this cache was
+// opened, or later when damage was found in use, or "".
+func (c *Bolt) SetAside() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.setAside
 }
 
-// checkSchema creates the buckets in an empty file and reports whether the
-// file carries this schema's version record.
-func (c *Bolt) checkSchema(db *bolt.DB) (bool, error) {
-	ok, empty := false, true
-	err := db.View(func(tx *bolt.Tx) error {
-		tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
-		if meta := tx.Bucket(bucketMeta); meta != nil {
-			ok = string(meta.Get(keySchema)) == boltSchema && tx.Bucket(bucketEntries) != nil && tx.Bucket(bucketATime) != nil
-		}
-		return nil
-	})
-	if err == nil && empty {
-		// A new file: create the buckets and the version record. Opening
-		// an existing file writes nothing.
-		err = db.Update(func(tx *bolt.Tx) error {
-			for _, b := range [][]byte{bucketMeta, bucketEntries, bucketATime} {
-				if _, err := tx.CreateBucket(b); err != nil {
-					return err
-				}
-			}
-			return tx.Bucket(bucketMeta).Put(keySchema, []byte(boltSchema))
-		})
-		ok = err == nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("progcache: initialise bolt file %s: %w", c.path, err)
-	}
-	return ok, nil
-}
-
-// SetAside returns where a corrupt or foreign file was moved when this
-// cache was opened, or "".
-func (c *Bolt) SetAside() string { return c.setAside }
-
-// load builds the in-memory LRU from the atime bucket.
-func (c *Bolt) load() error {
-	var es []*boltEntry
-	err := c.db.View(func(tx *bolt.Tx) error {
-		at := tx.Bucket(bucketATime)
-		return tx.Bucket(bucketEntries).ForEach(func(k, v []byte) error {
-			if len(k) != KeySize {
-				return nil
-			}
-			e := &boltEntry{size: int64(len(v))}
-			copy(e.key[:], k)
-			if t := at.Get(k); len(t) == 8 {
-				e.atime = int64(binary.LittleEndian.Uint64(t))
-			}
-			es = append(es, e)
-			return nil
-		})
-	})
-	if err != nil {
-		return fmt.Errorf("progcache: read bolt file %s: %w", c.path, err)
-	}
+// indexLocked builds the in-memory LRU from the entries read from the file.
+func (c *Bolt) indexLocked(es []*boltEntry) {
 	sortByATime(es)
 	for _, e := range es {
 		c.index[e.key] = c.lru.PushFront(e)
 		c.bytes += e.size
 	}
-	return nil
 }
 
 func sortByATime(es []*boltEntry) {
@@ -261,11 +204,144 @@ func (c *Bolt) enter(ctx context.Context) error {
 	if c.closed {
 		return fmt.Errorf("progcache: bolt file %s: %w", c.path, ErrClosed)
 	}
+	return c.broken
+}
+
+// writable refuses a change to a read-only cache.
+func (c *Bolt) writable() error {
+	if c.opts.ReadOnly {
+		return fmt.Errorf("progcache: bolt file %s: %w", c.path, ErrReadOnly)
+	}
 	return nil
 }
 
+// errNoHandle: the file was closed (Close, or damage that broke the cache)
+// while an operation waited for it.
+var errNoHandle = errors.New("progcache: bolt file not open")
+
+// view runs fn in a read transaction on the open file and says which
+// generation of it that was. It takes dbMu, not mu.
+func (c *Bolt) view(fn func(*bolt.Tx) error) (uint64, error) {
+	c.dbMu.RLock()
+	defer c.dbMu.RUnlock()
+	if c.h == nil {
+		return 0, errNoHandle
+	}
+	return c.h.gen, c.h.run(false, fn)
+}
+
+// updateLocked runs fn in a write transaction; mu is held. Its results are
+// those of settleLocked.
+func (c *Bolt) updateLocked(fn func(*bolt.Tx) error) (rebuilt bool, err error) {
+	c.dbMu.RLock()
+	h := c.h
+	if h == nil {
+		err = errNoHandle
+	} else {
+		err = h.run(true, fn)
+	}
+	c.dbMu.RUnlock()
+	if err == nil {
+		return false, nil
+	}
+	return c.settleLocked(c.gen, err)
+}
+
+// boltRebuilt reports damage that was repaired: the file was set aside and
+// the cache works on a new, empty file.
+type boltRebuilt struct {
+	path, aside string
+	cause       error
+}
+
+func (e *boltRebuilt) Error() string {
+	return fmt.Sprintf("progcache: bolt file %s was damaged (%v); set aside as %s and rebuilt empty", e.path, e.cause, e.aside)
+}
+
+func (e *boltRebuilt) Unwrap() error { return e.cause }
+
+// settleLocked sorts out a transaction's error err on generation gen; mu
+// is held. A closed handle gives ErrClosed or the broken error; damage is
+// repaired (repairLocked): rebuilt is then true and err says what happened
+// (wrapping ErrCorrupt), or the cache is broken and err says why. Other
+// errors are returned as they are.
+func (c *Bolt) settleLocked(gen uint64, err error) (rebuilt bool, _ error) {
+	var dmg *boltDamage
+	switch {
+	case errors.Is(err, errNoHandle):
+		if c.closed {
+			return false, fmt.Errorf("progcache: bolt file %s: %w", c.path, ErrClosed)
+		}
+		if c.broken != nil {
+			return false, c.broken
+		}
+		return false, err
+	case errors.As(err, &dmg):
+		err = c.repairLocked(gen, err)
+		var rb *boltRebuilt
+		return errors.As(err, &rb), err
+	}
+	return false, err
+}
+
+// repairLocked handles damage (cause) met on generation gen; mu is held.
+// It waits for the transactions in flight to end (dbMu), sets the file
+// aside and opens a new one in its place, unless it may not move the file
+// (read-only, a symbolic link) or cannot: then the cache is broken.
+func (c *Bolt) repairLocked(gen uint64, cause error) error {
+	if c.closed {
+		return fmt.Errorf("progcache: bolt file %s: %w", c.path, ErrClosed)
+	}
+	if c.broken != nil {
+		return c.broken
+	}
+	if gen != c.gen {
+		// Another operation met the damage first and moved to a new file.
+		return &boltRebuilt{path: c.path, aside: c.setAside, cause: cause}
+	}
+	c.dbMu.Lock()
+	defer c.dbMu.Unlock()
+	h := c.h
+	c.h = nil
+	c.flushed = c.stats // the new file counts from here
+	c.stats.Corrupt++
+	c.lru.Init()
+	clear(c.index)
+	clear(c.pending)
+	c.bytes = 0
+	why := ""
+	switch {
+	case c.opts.ReadOnly:
+		why = "opened read-only"
+	case h.viaLink:
+		why = "reached through a symbolic link"
+	}
+	if why != "" {
+		h.close()
+		c.broken = fmt.Errorf("progcache: bolt file %s is damaged (%v); %s, so it is not set aside: %w", c.path, cause, why, ErrCorrupt)
+		return c.broken
+	}
+	aside, err := setAside(c.path, h.info, h.close)
+	if err != nil {
+		c.broken = fmt.Errorf("progcache: bolt file %s is damaged (%v) and could not be set aside: %w", c.path, cause, errors.Join(err, ErrCorrupt))
+		return c.broken
+	}
+	c.opts.Logger.Warn("progcache: bolt file set aside and rebuilt", "path", c.path, "moved_to", aside, "reason", cause.Error())
+	c.setAside = aside
+	nh, es, err := c.openBolt(gen + 1)
+	if err != nil {
+		c.broken = fmt.Errorf("progcache: bolt file %s was damaged (%v) and set aside as %s, but no new file could be opened: %w", c.path, cause, aside, errors.Join(err, ErrCorrupt))
+		return c.broken
+	}
+	c.h, c.gen = nh, nh.gen
+	c.indexLocked(es)
+	return &boltRebuilt{path: c.path, aside: c.setAside, cause: cause}
+}
+
 // Get reads k's record, copying it out of the read transaction, verifies
-// it and records the use. A corrupt entry is a miss, removed and counted.
+// it and records the use. A corrupt entry is a miss, removed (kept when
+// read-only) and counted; damage to the file is a miss too (see the top of
+// this file).
 func (c *Bolt) Get(ctx context.Context, k Key) (Object, bool, error) {
 	c.mu.Lock()
 	if err := c.enter(ctx); err != nil {
@@ -274,8 +350,12 @@ func (c *Bolt) Get(ctx context.Context, k Key) (Object, bool, error) {
 	}
 	c.mu.Unlock()
 	var rec []byte
-	err := c.db.View(func(tx *bolt.Tx) error {
-		if v := tx.Bucket(bucketEntries).Get(k[:]); v != nil {
+	gen, err := c.view(func(tx *bolt.Tx) error {
+		eb, err := bucket(tx, bucketEntries)
+		if err != nil {
+			return err
+		}
+		if v := eb.Get(k[:]); v != nil {
 			rec = append([]byte{}, v...) // v dies with the transaction
 		}
 		return nil
@@ -283,10 +363,14 @@ func (c *Bolt) Get(ctx context.Context, k Key) (Object, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
-		if c.closed { // closed while reading
-			return Object{}, false, fmt.Errorf("progcache: bolt file %s: %w", c.path, ErrClosed)
+		var dmg *boltDamage
+		if errors.As(err, &dmg) {
+			c.stats.Misses++
 		}
-		return Object{}, false, fmt.Errorf("progcache: bolt get %s: %w", k, err)
+		if rebuilt, err := c.settleLocked(gen, err); !rebuilt {
+			return Object{}, false, fmt.Errorf("progcache: bolt get %s: %w", k, err)
+		}
+		return Object{}, false, nil
 	}
 	if rec == nil {
 		c.stats.Misses++
@@ -305,20 +389,20 @@ func (c *Bolt) Get(ctx context.Context, k Key) (Object, bool, error) {
 	if derr != nil {
 		c.stats.Misses++
 		c.stats.Corrupt++
-		if c.closed {
+		if c.closed || c.opts.ReadOnly || gen != c.gen {
 			return Object{}, false, nil
 		}
 		return Object{}, false, c.deleteLocked(k)
 	}
 	c.stats.Hits++
-	if e, ok := c.index[k]; ok {
+	if e, ok := c.index[k]; ok && gen == c.gen {
 		c.lru.MoveToFront(e)
 		now := time.Now().UnixNano()
 		e.Value.(*boltEntry).atime = now
-		c.pending[k] = now
-		if len(c.pending) >= accessBatch && !c.closed {
-			if err := c.db.Update(c.flushLocked); err != nil {
-				return obj, true, nil // recency is best effort
+		if !c.opts.ReadOnly && !c.closed {
+			c.pending[k] = now
+			if len(c.pending) >= accessBatch {
+				c.updateLocked(c.flushLocked) // recency is best effort
 			}
 		}
 	}
@@ -326,20 +410,27 @@ func (c *Bolt) Get(ctx context.Context, k Key) (Object, bool, error) {
 }
 
 // Persistent counters: the meta bucket's "counters" record holds the hits,
-// misses, puts, evictions, too-large and corrupt counts of every session,
-// as six little-endian uint64s, so the CLI can report them like ccache -s.
-func readCounters(tx *bolt.Tx) Stats {
-	s, _ := decodeCounters(tx.Bucket(bucketMeta).Get(keyCounters))
-	return s
+// misses, puts, evictions, too-large, corrupt and unreadable counts of
+// every session, as little-endian uint64s, so the CLI can report them like
+// ccache -s.
+func readCounters(tx *bolt.Tx) (Stats, error) {
+	mb, err := bucket(tx, bucketMeta)
+	if err != nil {
+		return Stats{}, err
+	}
+	s, _ := decodeCounters(mb.Get(keyCounters))
+	return s, nil
 }
 
 // flushCountersLocked adds the counts since the last flush to the file's
 // counters; it runs inside an update transaction with mu held.
 func (c *Bolt) flushCountersLocked(tx *bolt.Tx) error {
-	t := readCounters(tx)
+	t, err := readCounters(tx)
+	if err != nil {
+		return err
+	}
 	t.addCounters(c.stats, c.flushed)
-	b := encodeCounters(t)
-	if err := tx.Bucket(bucketMeta).Put(keyCounters, b); err != nil {
+	if err := tx.Bucket(bucketMeta).Put(keyCounters, encodeCounters(t)); err != nil {
 		return err
 	}
 	c.flushed = c.stats
@@ -355,16 +446,24 @@ func (c *Bolt) Totals(ctx context.Context) (Stats, error) {
 	if err := c.enter(ctx); err != nil {
 		return t, err
 	}
-	err := c.db.View(func(tx *bolt.Tx) error { t = readCounters(tx); return nil })
+	gen, err := c.view(func(tx *bolt.Tx) (err error) { t, err = readCounters(tx); return err })
+	if err != nil {
+		if _, err := c.settleLocked(gen, err); err != nil {
+			return Stats{}, err
+		}
+	}
 	t.addCounters(c.stats, c.flushed)
 	t.Entries, t.Bytes, t.MaxBytes = int64(c.lru.Len()), c.bytes, c.opts.MaxBytes
-	return t, err
+	return t, nil
 }
 
 // flushLocked writes the pending access times; it runs inside an update
 // transaction with mu held.
 func (c *Bolt) flushLocked(tx *bolt.Tx) error {
-	at := tx.Bucket(bucketATime)
+	at, err := bucket(tx, bucketATime)
+	if err != nil {
+		return err
+	}
 	for k, t := range c.pending {
 		if _, ok := c.index[k]; !ok {
 			continue
@@ -378,7 +477,8 @@ func (c *Bolt) flushLocked(tx *bolt.Tx) error {
 }
 
 // Put stores obj under k and evicts least recently used entries past the
-// byte cap, in one transaction.
+// byte cap, in one transaction. Damage met on the way moves the cache to a
+// new file (see the top of this file), where the put is made again.
 func (c *Bolt) Put(ctx context.Context, k Key, obj Object) error {
 	rec, err := EncodeRecord(k, obj, c.opts.Record)
 	if err != nil {
@@ -389,11 +489,26 @@ func (c *Bolt) Put(ctx context.Context, k Key, obj Object) error {
 	if err := c.enter(ctx); err != nil {
 		return err
 	}
+	if err := c.writable(); err != nil {
+		return err
+	}
 	size := int64(len(rec))
 	if c.opts.MaxBytes > 0 && size > c.opts.MaxBytes {
 		c.stats.TooLarge++
 		return fmt.Errorf("progcache: entry of %d bytes, bolt cap %d bytes: %w", size, c.opts.MaxBytes, ErrTooLarge)
 	}
+	rebuilt, err := c.putLocked(k, rec)
+	if rebuilt {
+		_, err = c.putLocked(k, rec)
+	}
+	if err != nil {
+		return fmt.Errorf("progcache: bolt put %s: %w", k, err)
+	}
+	return nil
+}
+
+func (c *Bolt) putLocked(k Key, rec []byte) (rebuilt bool, err error) {
+	size := int64(len(rec))
 	now := time.Now().UnixNano()
 	var victims []*list.Element
 	bytes := c.bytes + size
@@ -406,11 +521,15 @@ func (c *Bolt) Put(ctx context.Context, k Key, obj Object) error {
 			bytes -= be.size
 		}
 	}
-	err = c.db.Update(func(tx *bolt.Tx) error {
+	rebuilt, err = c.updateLocked(func(tx *bolt.Tx) error {
 		if err := c.flushLocked(tx); err != nil {
 			return err
 		}
-		eb, at := tx.Bucket(bucketEntries), tx.Bucket(bucketATime)
+		eb, err := bucket(tx, bucketEntries)
+		if err != nil {
+			return err
+		}
+		at := tx.Bucket(bucketATime)
 		for _, v := range victims {
 			vk := v.Value.(*boltEntry).key
 			if err := eb.Delete(vk[:]); err != nil {
@@ -426,7 +545,7 @@ func (c *Bolt) Put(ctx context.Context, k Key, obj Object) error {
 		return at.Put(k[:], binary.LittleEndian.AppendUint64(nil, uint64(now)))
 	})
 	if err != nil {
-		return fmt.Errorf("progcache: bolt put %s: %w", k, err)
+		return rebuilt, err
 	}
 	for _, v := range victims {
 		c.removeLocked(v)
@@ -438,7 +557,7 @@ func (c *Bolt) Put(ctx context.Context, k Key, obj Object) error {
 	c.index[k] = c.lru.PushFront(&boltEntry{key: k, size: size, atime: now})
 	c.bytes += size
 	c.stats.Puts++
-	return nil
+	return false, nil
 }
 
 func (c *Bolt) removeLocked(e *list.Element) {
@@ -448,13 +567,22 @@ func (c *Bolt) removeLocked(e *list.Element) {
 	c.bytes -= be.size
 }
 
+// deleteLocked removes k from the file and the index; on a file found
+// damaged and rebuilt, k is gone with it.
 func (c *Bolt) deleteLocked(k Key) error {
-	err := c.db.Update(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bucketEntries).Delete(k[:]); err != nil {
+	rebuilt, err := c.updateLocked(func(tx *bolt.Tx) error {
+		eb, err := bucket(tx, bucketEntries)
+		if err != nil {
+			return err
+		}
+		if err := eb.Delete(k[:]); err != nil {
 			return err
 		}
 		return tx.Bucket(bucketATime).Delete(k[:])
 	})
+	if rebuilt {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("progcache: bolt delete %s: %w", k, err)
 	}
@@ -469,6 +597,9 @@ func (c *Bolt) Delete(ctx context.Context, k Key) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.enter(ctx); err != nil {
+		return err
+	}
+	if err := c.writable(); err != nil {
 		return err
 	}
 	return c.deleteLocked(k)
@@ -491,7 +622,10 @@ func (c *Bolt) Clear(ctx context.Context) error {
 	if err := c.enter(ctx); err != nil {
 		return err
 	}
-	err := c.db.Update(func(tx *bolt.Tx) error {
+	if err := c.writable(); err != nil {
+		return err
+	}
+	rebuilt, err := c.updateLocked(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketEntries, bucketATime} {
 			if err := tx.DeleteBucket(b); err != nil {
 				return err
@@ -502,6 +636,9 @@ func (c *Bolt) Clear(ctx context.Context) error {
 		}
 		return nil
 	})
+	if rebuilt {
+		return nil // the new file is empty
+	}
 	if err != nil {
 		return fmt.Errorf("progcache: bolt clear: %w", err)
 	}
@@ -521,26 +658,32 @@ func (c *Bolt) Stats() Stats {
 	return s
 }
 
-// Close writes pending access times and closes the file, releasing the
-// lock. It is idempotent.
+// Close writes pending access times and counters (read-write only) and
+// closes the file, releasing the lock. It is idempotent.
 func (c *Bolt) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil
 	}
-	c.closed = true
 	var ferr error
-	if len(c.pending) > 0 || c.stats != c.flushed {
-		ferr = c.db.Update(func(tx *bolt.Tx) error {
+	if c.broken == nil && !c.opts.ReadOnly && (len(c.pending) > 0 || c.stats != c.flushed) {
+		_, ferr = c.updateLocked(func(tx *bolt.Tx) error {
 			if err := c.flushLocked(tx); err != nil {
 				return err
 			}
 			return c.flushCountersLocked(tx)
 		})
 	}
-	if err := c.db.Close(); err != nil {
-		return fmt.Errorf("progcache: close bolt file: %w", err)
+	c.closed = true
+	c.dbMu.Lock()
+	h := c.h
+	c.h = nil
+	c.dbMu.Unlock()
+	if h != nil {
+		if err := h.close(); err != nil {
+			return fmt.Errorf("progcache: close bolt file: %w", err)
+		}
 	}
 	if ferr != nil {
 		return fmt.Errorf("progcache: write access times: %w", ferr)
@@ -556,6 +699,9 @@ func (c *Bolt) Prune(ctx context.Context, maxBytes int64) (int, error) {
 	if err := c.enter(ctx); err != nil {
 		return 0, err
 	}
+	if err := c.writable(); err != nil {
+		return 0, err
+	}
 	if maxBytes < 0 {
 		return 0, fmt.Errorf("progcache: prune to %d bytes: want 0 or more: %w", maxBytes, ErrInvalidConfig)
 	}
@@ -568,18 +714,26 @@ func (c *Bolt) Prune(ctx context.Context, maxBytes int64) (int, error) {
 	if len(victims) == 0 {
 		return 0, nil
 	}
-	err := c.db.Update(func(tx *bolt.Tx) error {
+	rebuilt, err := c.updateLocked(func(tx *bolt.Tx) error {
+		eb, err := bucket(tx, bucketEntries)
+		if err != nil {
+			return err
+		}
+		at := tx.Bucket(bucketATime)
 		for _, v := range victims {
 			vk := v.Value.(*boltEntry).key
-			if err := tx.Bucket(bucketEntries).Delete(vk[:]); err != nil {
+			if err := eb.Delete(vk[:]); err != nil {
 				return err
 			}
-			if err := tx.Bucket(bucketATime).Delete(vk[:]); err != nil {
+			if err := at.Delete(vk[:]); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+	if rebuilt {
+		return 0, nil // the new file is empty
+	}
 	if err != nil {
 		return 0, fmt.Errorf("progcache: bolt prune: %w", err)
 	}
@@ -592,18 +746,26 @@ func (c *Bolt) Prune(ctx context.Context, maxBytes int64) (int, error) {
 
 // Entries lists the entries, least recently used first, decoding each;
 // with verify set, corrupt entries are removed and counted, otherwise
-// reported with Err set.
+// reported with Err set. Verify needs a read-write cache (ErrReadOnly).
+// Damage to the file ends the listing with an error wrapping ErrCorrupt.
 func (c *Bolt) Entries(ctx context.Context, verify bool) ([]EntryInfo, error) {
 	c.mu.Lock()
 	if err := c.enter(ctx); err != nil {
 		c.mu.Unlock()
 		return nil, err
 	}
+	if verify {
+		if err := c.writable(); err != nil {
+			c.mu.Unlock()
+			return nil, err
+		}
+	}
 	var keys []*boltEntry
 	for e := c.lru.Back(); e != nil; e = e.Prev() {
 		be := *e.Value.(*boltEntry)
 		keys = append(keys, &be)
 	}
+	gen0 := c.gen
 	c.mu.Unlock()
 	out := make([]EntryInfo, 0, len(keys))
 	for _, be := range keys {
@@ -611,12 +773,24 @@ func (c *Bolt) Entries(ctx context.Context, verify bool) ([]EntryInfo, error) {
 			return out, err
 		}
 		var rec []byte
-		if err := c.db.View(func(tx *bolt.Tx) error {
-			if v := tx.Bucket(bucketEntries).Get(be.key[:]); v != nil {
+		gen, err := c.view(func(tx *bolt.Tx) error {
+			eb, err := bucket(tx, bucketEntries)
+			if err != nil {
+				return err
+			}
+			if v := eb.Get(be.key[:]); v != nil {
 				rec = append([]byte{}, v...)
 			}
 			return nil
-		}); err != nil {
+		})
+		if err == nil && gen != gen0 {
+			err = &boltDamage{cause: "found by another operation during the listing"}
+			gen = gen0
+		}
+		if err != nil {
+			c.mu.Lock()
+			_, err = c.settleLocked(gen, err)
+			c.mu.Unlock()
 			return out, err
 		}
 		if rec == nil {

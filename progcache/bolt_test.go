@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -33,41 +34,46 @@ func openBolt(t *testing.T, path string, o BoltOptions) *Bolt {
 	return c
 }
 
-func TestBoltGarbageFile(t *testing.T) {
-	ctx := context.Background()
-	for name, content := range map[string][]byte{
-		"text":   []byte("hello, not a database\n"),
-		"zeros":  make([]byte, 64<<10),
-		"random": bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef, 0x01}, 5000),
-		"empty":  {},
-	} {
-		t.Run(name, func(t *testing.T) {
-			p := filepath.Join(t.TempDir(), "cache.db")
-			os.WriteFile(p, content, 0o600)
-			c := openBolt(t, p, BoltOptions{})
-			if len(content) > 0 && c.SetAside() == "" {
-				t.Fatal("a garbage file must be set aside")
-			}
-			if c.SetAside() != "" {
-				if b, _ := os.ReadFile(c.SetAside()); !bytes.Equal(b, content) {
-					t.Error("the set-aside file must keep the original bytes")
-				}
-				if c.Stats().Corrupt != 1 {
-					t.Errorf("Stats.Corrupt = %d, want 1", c.Stats().Corrupt)
-				}
-			}
-			if err := c.Put(ctx, testKey(1), testObject(1, 10)); err != nil {
-				t.Fatal(err)
-			}
-			if _, ok, _ := c.Get(ctx, testKey(1)); !ok {
-				t.Fatal("the rebuilt file must work")
-			}
-		})
+// pathState is what a test remembers of a path to check that it was left
+// untouched: its Lstat and, for a regular file, its bytes.
+type pathState struct {
+	fi   os.FileInfo
+	data []byte
+}
+
+func statePath(t *testing.T, p string) pathState {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := pathState{fi: fi}
+	if fi.Mode().IsRegular() {
+		s.data, _ = os.ReadFile(p)
+	}
+	return s
+}
+
+func (s pathState) check(t *testing.T, p string) {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	switch {
+	case err != nil:
+		t.Errorf("%s is gone: %v", p, err)
+	case !os.SameFile(fi, s.fi) || fi.Mode() != s.fi.Mode() || !fi.ModTime().Equal(s.fi.ModTime()):
+		t.Errorf("%s was replaced or changed: %v %v, was %v %v", p, fi.Mode(), fi.ModTime(), s.fi.Mode(), s.fi.ModTime())
+	case fi.Mode().IsRegular():
+		if b, _ := os.ReadFile(p); !bytes.Equal(b, s.data) {
+			t.Errorf("%s was written to", p)
+		}
+	}
+	if m, _ := filepath.Glob(p + ".corrupt-*"); len(m) != 0 {
+		t.Errorf("%s was set aside as %v", p, m)
 	}
 }
 
-func TestBoltForeignDatabase(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "cache.db")
+func foreignBolt(t *testing.T, p string) {
+	t.Helper()
 	db, err := bolt.Open(p, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -77,9 +83,191 @@ func TestBoltForeignDatabase(t *testing.T) {
 		return b.Put([]byte("k"), []byte("v"))
 	})
 	db.Close()
+}
+
+// TestBoltRefusesNonCache: a path holding anything but a bolt cache of ours
+// is refused with ErrNotCache naming what is there, and left untouched:
+// never renamed, replaced or written, read-write or read-only.
+func TestBoltRefusesNonCache(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		// make puts the thing at p and returns another path to check
+		// (a link's target), or "".
+		make func(t *testing.T, p string) string
+	}{
+		{"text", `is not a bbolt file (first bytes "hello, not a dat")`, func(t *testing.T, p string) string {
+			os.WriteFile(p, []byte("hello, not a database\n"), 0o600)
+			return ""
+		}},
+		{"zeros", "is not a bbolt file", func(t *testing.T, p string) string {
+			os.WriteFile(p, make([]byte, 64<<10), 0o600)
+			return ""
+		}},
+		{"random", "is not a bbolt file", func(t *testing.T, p string) string {
+			os.WriteFile(p, bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef, 0x01}, 5000), 0o600)
+			return ""
+		}},
+		{"foreign bbolt", "is a bbolt database of another application (no progcache schema)", func(t *testing.T, p string) string {
+			foreignBolt(t, p)
+			return ""
+		}},
+		{"directory", "is a directory", func(t *testing.T, p string) string {
+			os.Mkdir(p, 0o700)
+			os.WriteFile(filepath.Join(p, "x"), []byte("x"), 0o600)
+			return ""
+		}},
+		{"symlink to a directory", "is a symbolic link to something that is a directory", func(t *testing.T, p string) string {
+			os.Mkdir(p+".dir", 0o700)
+			symlinkOrSkip(t, filepath.Base(p)+".dir", p)
+			return p + ".dir"
+		}},
+		{"symlink to nothing", "is a symbolic link to nothing", func(t *testing.T, p string) string {
+			symlinkOrSkip(t, filepath.Base(p)+".missing", p)
+			return ""
+		}},
+		{"symlink to notes", "is not a bbolt file", func(t *testing.T, p string) string {
+			os.WriteFile(p+".md", []byte("my notes\n"), 0o600)
+			symlinkOrSkip(t, filepath.Base(p)+".md", p)
+			return p + ".md"
+		}},
+		{"named pipe", "is a named pipe", func(t *testing.T, p string) string {
+			if err := mkfifo(p); err != nil {
+				t.Skip("no named pipes here:", err)
+			}
+			return ""
+		}},
+		{"device", "is a device", func(t *testing.T, p string) string {
+			if err := mknodZero(p); err != nil {
+				t.Skip("cannot make a device node here:", err)
+			}
+			return ""
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "cache.db")
+			other := tc.make(t, p)
+			for _, ro := range []bool{false, true} {
+				before := statePath(t, p)
+				var otherState pathState
+				if other != "" {
+					otherState = statePath(t, other)
+				}
+				c, err := OpenBolt(p, quietBolt(BoltOptions{ReadOnly: ro, Timeout: 100 * time.Millisecond}))
+				if err == nil {
+					c.Close()
+					t.Fatalf("OpenBolt(read-only %v) opened it; want ErrNotCache", ro)
+				}
+				if !errors.Is(err, ErrNotCache) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("OpenBolt(read-only %v) = %v; want ErrNotCache naming %s and saying %q", ro, err, p, tc.want)
+				}
+				before.check(t, p)
+				if other != "" {
+					otherState.check(t, other)
+				}
+				if _, err := os.Lstat(p + ".missing"); err == nil {
+					t.Error("a file was created through a dangling link")
+				}
+			}
+		})
+	}
+}
+
+func symlinkOrSkip(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Skip("no symbolic links here:", err)
+	}
+}
+
+// TestBoltEmptyAndMissing: a missing path is created and a 0-byte file is
+// initialised in place; read-only, neither is touched.
+func TestBoltEmptyAndMissing(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	missing, empty := filepath.Join(dir, "missing.db"), filepath.Join(dir, "empty.db")
+	os.WriteFile(empty, nil, 0o600)
+	emptyState := statePath(t, empty)
+	if _, err := OpenBolt(missing, quietBolt(BoltOptions{ReadOnly: true})); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("read-only open of a missing path = %v, want fs.ErrNotExist", err)
+	}
+	if _, err := os.Lstat(missing); err == nil {
+		t.Fatal("a read-only open created the file")
+	}
+	if _, err := OpenBolt(empty, quietBolt(BoltOptions{ReadOnly: true})); !errors.Is(err, ErrNotCache) {
+		t.Errorf("read-only open of an empty file = %v, want ErrNotCache", err)
+	}
+	emptyState.check(t, empty)
+	for _, p := range []string{missing, empty} {
+		c := openBolt(t, p, BoltOptions{})
+		if c.SetAside() != "" {
+			t.Errorf("%s: set aside %s", p, c.SetAside())
+		}
+		if err := c.Put(ctx, testKey(1), testObject(1, 10)); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := c.Get(ctx, testKey(1)); !ok {
+			t.Fatal("the new cache must work")
+		}
+		c.Close()
+	}
+	if fi, _ := os.Stat(empty); !os.SameFile(fi, emptyState.fi) {
+		t.Error("the empty file must be initialised in place, not replaced")
+	}
+}
+
+// TestBoltSymlink: a link to a cache is followed to open it; a link to a
+// damaged cache is refused with ErrCorrupt and neither the link nor its
+// target is moved.
+func TestBoltSymlink(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	target, link := filepath.Join(dir, "real.db"), filepath.Join(dir, "cache.db")
+	c := openBolt(t, target, BoltOptions{})
+	c.Put(ctx, testKey(1), testObject(1, 100))
+	c.Close()
+	symlinkOrSkip(t, "real.db", link)
+	c = openBolt(t, link, BoltOptions{})
+	if _, ok, err := c.Get(ctx, testKey(1)); !ok || err != nil {
+		t.Fatalf("Get through a link: hit %v, err %v", ok, err)
+	}
+	c.Close()
+
+	b, _ := os.ReadFile(target)
+	os.WriteFile(target, b[:len(b)/3], 0o600) // truncated: damaged
+	linkState, targetState := statePath(t, link), statePath(t, target)
+	for _, ro := range []bool{false, true} {
+		_, err := OpenBolt(link, quietBolt(BoltOptions{ReadOnly: ro}))
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), link) {
+			t.Errorf("OpenBolt(read-only %v) of a link to a damaged cache = %v; want ErrCorrupt naming the link", ro, err)
+		}
+		linkState.check(t, link)
+		targetState.check(t, target)
+	}
+}
+
+// TestBoltDamagedSetAside: a damaged file of ours is renamed aside with
+// its bytes intact and a new cache made in its place.
+func TestBoltDamagedSetAside(t *testing.T) {
+	ctx := context.Background()
+	p := filepath.Join(t.TempDir(), "cache.db")
+	orig := writeDamageFixture(t, p, 40)
+	b := orig[:len(orig)/4]
+	os.WriteFile(p, b, 0o600)
 	c := openBolt(t, p, BoltOptions{})
 	if c.SetAside() == "" {
-		t.Fatal("a bbolt file of another application must be set aside, not used or wiped")
+		t.Fatal("a truncated cache must be set aside")
+	}
+	if got, _ := os.ReadFile(c.SetAside()); !bytes.Equal(got, b) {
+		t.Error("the set-aside file must keep the damaged bytes")
+	}
+	if s := c.Stats(); s.Corrupt != 1 || s.Entries != 0 {
+		t.Errorf("corrupt %d, entries %d; want 1, 0", s.Corrupt, s.Entries)
+	}
+	if err := c.Put(ctx, testKey(1), testObject(1, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := c.Get(ctx, testKey(1)); !ok {
+		t.Fatal("the rebuilt file must work")
 	}
 }
 
@@ -87,7 +275,7 @@ func TestBoltSchemaMismatch(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "cache.db")
 	c := openBolt(t, p, BoltOptions{})
 	c.Put(context.Background(), testKey(1), testObject(1, 10))
-	c.db.Update(func(tx *bolt.Tx) error {
+	c.h.db.Update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keySchema, []byte("accelkit/progcache/bolt/v0"))
 	})
 	c.Close()
@@ -105,7 +293,7 @@ func TestBoltCorruptEntry(t *testing.T) {
 	c := openBolt(t, filepath.Join(t.TempDir(), "cache.db"), BoltOptions{})
 	c.Put(ctx, testKey(1), testObject(1, 100))
 	k1 := testKey(1)
-	c.db.Update(func(tx *bolt.Tx) error {
+	c.h.db.Update(func(tx *bolt.Tx) error {
 		v := bytes.Clone(tx.Bucket(bucketEntries).Get(k1[:]))
 		v[len(v)/2] ^= 1
 		return tx.Bucket(bucketEntries).Put(k1[:], v)
@@ -144,7 +332,7 @@ func TestBoltAccessBatch(t *testing.T) {
 	ctx := context.Background()
 	c := openBolt(t, filepath.Join(t.TempDir(), "cache.db"), BoltOptions{})
 	c.Put(ctx, testKey(1), testObject(1, 10))
-	writes := func() int64 { st := c.db.Stats(); return st.TxStats.GetWrite() }
+	writes := func() int64 { st := c.h.db.Stats(); return st.TxStats.GetWrite() }
 	before := writes()
 	for range accessBatch - 1 {
 		c.Get(ctx, testKey(1))
@@ -239,4 +427,94 @@ func TestBoltOtherMACKeyKept(t *testing.T) {
 	if got, ok, err := c.Get(ctx, testKey(1)); !ok || err != nil || !got.Equal(testObject(1, 100)) {
 		t.Fatalf("Get with the right key after a wrong-key session = hit %v, err %v; want the object", ok, err)
 	}
+}
+
+// TestBoltReadOnly: a read-only open reads, refuses every change with
+// ErrReadOnly, and leaves the file byte-identical with its modification
+// time, for a sound file, one with a corrupt entry, and a damaged one.
+func TestBoltReadOnly(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "cache.db")
+	c := openBolt(t, p, BoltOptions{})
+	for n := range 5 {
+		c.Put(ctx, testKey(n), testObject(n, 300))
+	}
+	c.Get(ctx, testKey(0))
+	c.Close()
+	// Entry 4's record is corrupt.
+	k4 := testKey(4)
+	db, err := bolt.Open(p, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error {
+		v := bytes.Clone(tx.Bucket(bucketEntries).Get(k4[:]))
+		v[len(v)/2] ^= 1
+		return tx.Bucket(bucketEntries).Put(k4[:], v)
+	})
+	db.Close()
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	os.Chtimes(p, old, old)
+	before := statePath(t, p)
+
+	ro := openBolt(t, p, BoltOptions{ReadOnly: true})
+	// A second reader shares the lock.
+	ro2 := openBolt(t, p, BoltOptions{ReadOnly: true})
+	if _, err := OpenBolt(p, quietBolt(BoltOptions{Timeout: 100 * time.Millisecond})); !errors.Is(err, ErrLocked) {
+		t.Errorf("read-write open while read-only opens hold the file = %v, want ErrLocked", err)
+	}
+	for range accessBatch + 1 {
+		if got, ok, err := ro.Get(ctx, testKey(1)); !ok || err != nil || !got.Equal(testObject(1, 300)) {
+			t.Fatalf("read-only Get: hit %v, err %v", ok, err)
+		}
+	}
+	if _, ok, err := ro.Get(ctx, testKey(4)); ok || err != nil {
+		t.Errorf("read-only Get of a corrupt entry: hit %v, err %v; want a miss", ok, err)
+	}
+	if n, _ := ro.Len(ctx); n != 5 {
+		t.Errorf("Len = %d after a corrupt read-only Get; want 5 (the entry is kept)", n)
+	}
+	if s := ro.Stats(); s.Corrupt != 1 || s.Hits != accessBatch+1 {
+		t.Errorf("corrupt %d, hits %d; want 1, %d", s.Corrupt, s.Hits, accessBatch+1)
+	}
+	es, err := ro.Entries(ctx, false)
+	bad := 0
+	for _, e := range es {
+		if e.Err != "" {
+			bad++
+		}
+	}
+	if err != nil || len(es) != 5 || bad != 1 {
+		t.Errorf("Entries = %d entries, %d with errors, %v; want 5, 1, nil", len(es), bad, err)
+	}
+	if tot, err := ro.Totals(ctx); err != nil || tot.Entries != 5 {
+		t.Errorf("Totals = %+v, %v", tot, err)
+	}
+	for op, err := range map[string]error{
+		"Put":             ro.Put(ctx, testKey(9), testObject(9, 10)),
+		"Delete":          ro.Delete(ctx, testKey(1)),
+		"Clear":           ro.Clear(ctx),
+		"Prune":           func() error { _, err := ro.Prune(ctx, 1); return err }(),
+		"Entries(verify)": func() error { _, err := ro.Entries(ctx, true); return err }(),
+	} {
+		if !errors.Is(err, ErrReadOnly) || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s on a read-only cache = %v, want ErrReadOnly naming the file", op, err)
+		}
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro2.Close()
+	before.check(t, p)
+
+	// Damaged: an error wrapping ErrCorrupt, and nothing moved or written.
+	b, _ := os.ReadFile(p)
+	os.WriteFile(p, b[:len(b)/3], 0o600)
+	os.Chtimes(p, old, old)
+	before = statePath(t, p)
+	if _, err := OpenBolt(p, quietBolt(BoltOptions{ReadOnly: true})); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), p) {
+		t.Errorf("read-only open of a damaged file = %v, want ErrCorrupt naming it", err)
+	}
+	before.check(t, p)
 }

@@ -1,0 +1,447 @@
+package progcache
+
+// Damaged bolt files: truncations and seeded byte flips of a populated
+// cache, each opened read-only and read-write and driven through every
+// operation. A damaged file used to crash the process (bbolt assertions,
+// slices out of range, SIGBUS on a truncated mapping, which is a fatal error
+// that no recover sees), so the trials run in a child process: the parent
+// re-executes the test binary, reads one line per trial, and reports a
+// child that dies as a failed trial with its output, then goes on with the
+// next trial in a new child.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+const (
+	damageFlipTrials  = 300
+	damageShortTrials = 60
+	damageEntries     = 80
+	damageSeed        = 23
+)
+
+// damageSize is the code size of fixture entry n: mostly small records
+// (many per leaf page, so the entries bucket has branch pages) and every
+// fifteenth one large (overflow pages).
+func damageSize(n int) int {
+	if n%15 == 7 {
+		return 9000 + 500*n
+	}
+	return 100 + (n*131)%1400
+}
+
+// writeDamageFixture builds a populated cache file at p and returns its
+// bytes. A few entries are read and deleted so the file has access times,
+// counters and free pages.
+func writeDamageFixture(tb testing.TB, p string, entries int) []byte {
+	tb.Helper()
+	ctx := context.Background()
+	c, err := OpenBolt(p, quietBolt(BoltOptions{NoSync: true}))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for n := range entries {
+		if err := c.Put(ctx, testKey(n), testObject(n, damageSize(n))); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for n := 0; n < entries; n += 3 {
+		c.Get(ctx, testKey(n))
+	}
+	for n := 1; n < entries; n += 17 {
+		c.Delete(ctx, testKey(n))
+	}
+	if err := c.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// Trials 0-5 truncate (see damage), 6-9 are crafted damage (see craft),
+// the rest flip bytes.
+const (
+	damageTruncations = 6
+	damageCrafted     = 4
+	damageFirstFlip   = damageTruncations + damageCrafted
+)
+
+// fixtureLayout is where things are in the fixture file.
+type fixtureLayout struct {
+	ps, used    int    // page size, bytes in use (high-water mark x page size)
+	entriesRoot uint64 // root page of the entries bucket, a branch page
+	freelist    uint64 // the free list page
+	hwm         uint64
+}
+
+func layoutOf(tb testing.TB, p string, orig []byte) fixtureLayout {
+	tb.Helper()
+	m0 := parseBoltMeta(orig)
+	ps := int(m0.pageSize)
+	m1 := parseBoltMeta(orig[ps:])
+	m := m0
+	if m1.txid > m0.txid {
+		m = m1
+	}
+	l := fixtureLayout{ps: ps, used: int(m.pgid) * ps, freelist: m.freelist, hwm: m.pgid}
+	db, err := bolt.Open(p, 0, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	db.View(func(tx *bolt.Tx) error {
+		l.entriesRoot = uint64(tx.Bucket(bucketEntries).Root())
+		return nil
+	})
+	if fl := nativeEndian.Uint16(orig[int(l.entriesRoot)*ps+8:]); fl != boltBranchFlag {
+		tb.Fatalf("the fixture's entries bucket root is page type %#x; want a branch page (more entries)", fl)
+	}
+	return l
+}
+
+// craft returns crafted damage c (0 to damageCrafted-1) of the fixture:
+// the structures that drive bbolt into states a recover cannot catch or
+// into freeing a page twice.
+func craft(orig []byte, l fixtureLayout, c int) ([]byte, string) {
+	b := bytes.Clone(orig)
+	root := int(l.entriesRoot) * l.ps
+	child0 := root + boltPageHeader + 8 // the first branch element's child page id
+	switch c {
+	case 0:
+		// Cursor.search and Cursor.first follow this for ever: a stack
+		// overflow (fatal) or a cursor stack that grows until memory runs out.
+		nativeEndian.PutUint64(b[child0:], l.entriesRoot)
+		return b, "a branch page whose first child is itself"
+	case 1:
+		nativeEndian.PutUint64(b[child0:], l.hwm+1<<20)
+		return b, "a branch child page id far past the high-water mark"
+	case 2:
+		// The free list hands out a page still in use; freeing it again
+		// panics inside a write transaction.
+		fl := int(l.freelist) * l.ps
+		idx := boltPageHeader
+		if nativeEndian.Uint16(b[fl+10:]) == 0 {
+			nativeEndian.PutUint16(b[fl+10:], 1)
+		}
+		nativeEndian.PutUint64(b[fl+idx:], l.entriesRoot)
+		return b, "the free list holds a page in use"
+	default:
+		// The first leaf element's key size runs far past its page.
+		leaf := int(nativeEndian.Uint64(b[child0:])) * l.ps
+		nativeEndian.PutUint32(b[leaf+boltPageHeader+8:], 1<<30)
+		return b, "a leaf key running far past its page"
+	}
+}
+
+// damage returns trial i's damaged copy of the fixture and what was done:
+// trials 0-2 truncate the file to 25, 50 and 75% of its length, trials 3-5
+// to 25, 50 and 75% of the pages in use (bbolt grows a file ahead of its
+// use), trials 6-9 are crafted (craft); the others flip 1 to 4 bytes in the
+// pages in use past the two meta pages, half of them in the first 64 bytes
+// of a page, where the page and element headers are.
+func damage(orig []byte, l fixtureLayout, seed uint64, i int) ([]byte, string) {
+	ps, used := l.ps, l.used
+	switch {
+	case i < 3:
+		n := len(orig) * (i + 1) / 4
+		return bytes.Clone(orig[:n]), fmt.Sprintf("truncated to %d of %d bytes", n, len(orig))
+	case i < damageTruncations:
+		n := used * (i - 2) / 4
+		return bytes.Clone(orig[:n]), fmt.Sprintf("truncated to %d of %d bytes in use", n, used)
+	case i < damageFirstFlip:
+		return craft(orig, l, i-damageTruncations)
+	}
+	b := bytes.Clone(orig)
+	r := rand.New(rand.NewPCG(seed, uint64(i)))
+	var what []string
+	for range 1 + r.IntN(4) {
+		off := 2*ps + r.IntN(used-2*ps)
+		if r.IntN(2) == 0 {
+			off = off - off%ps + r.IntN(64)
+		}
+		x := byte(1 + r.IntN(255))
+		b[off] ^= x
+		what = append(what, fmt.Sprintf("%#x^=%#02x", off, x))
+	}
+	return b, "flipped " + strings.Join(what, " ")
+}
+
+// damageOK reports whether err is an error a damaged file may give: a
+// refusal (ErrNotCache) or a damage report (ErrCorrupt).
+func damageOK(err error) bool {
+	return err == nil || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotCache)
+}
+
+// exerciseDamaged opens the damaged file at p read-write and runs every
+// operation; it returns what went wrong, if anything.
+func exerciseDamaged(p string, entries int) error {
+	ctx := context.Background()
+	before, _ := os.ReadFile(p)
+	c, err := OpenBolt(p, quietBolt(BoltOptions{NoSync: true}))
+	if err != nil {
+		if !damageOK(err) {
+			return fmt.Errorf("open: %v; want nil, ErrNotCache or ErrCorrupt", err)
+		}
+		if after, _ := os.ReadFile(p); !bytes.Equal(before, after) {
+			return fmt.Errorf("open refused (%v) but changed the file", err)
+		}
+		return nil
+	}
+	defer c.Close()
+	var errs []error
+	check := func(op string, err error) {
+		if !damageOK(err) {
+			errs = append(errs, fmt.Errorf("%s: %v", op, err))
+		}
+	}
+	_, err = c.Len(ctx)
+	check("Len", err)
+	for n := range entries {
+		got, ok, err := c.Get(ctx, testKey(n))
+		check("Get", err)
+		if ok && !got.Equal(testObject(n, damageSize(n))) {
+			errs = append(errs, fmt.Errorf("Get %d returned a wrong object", n))
+		}
+	}
+	_, err = c.Entries(ctx, false)
+	check("Entries", err)
+	_, err = c.Totals(ctx)
+	check("Totals", err)
+	newKey := testKey(entries + 1)
+	check("Put", c.Put(ctx, newKey, testObject(entries+1, 500)))
+	if got, ok, err := c.Get(ctx, newKey); err != nil || (ok && !got.Equal(testObject(entries+1, 500))) {
+		errs = append(errs, fmt.Errorf("Get after Put: hit %v, err %v", ok, err))
+	}
+	check("Delete", c.Delete(ctx, testKey(2)))
+	_, err = c.Prune(ctx, 64<<10)
+	check("Prune", err)
+	_, err = c.Entries(ctx, true)
+	check("Entries(verify)", err)
+	check("Clear", c.Clear(ctx))
+	check("Close", c.Close())
+
+	// Whatever happened, the path must hold a working cache again.
+	c, err = OpenBolt(p, quietBolt(BoltOptions{NoSync: true}))
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("reopen: %v", err))...)
+	}
+	defer c.Close()
+	if err := c.Put(ctx, newKey, testObject(entries+1, 500)); err != nil {
+		errs = append(errs, fmt.Errorf("Put after reopen: %v", err))
+	} else if _, ok, err := c.Get(ctx, newKey); !ok || err != nil {
+		errs = append(errs, fmt.Errorf("Get after reopen: hit %v, err %v", ok, err))
+	}
+	return errors.Join(errs...)
+}
+
+// TestBoltDamageChild is not a test: it is the body of the child process
+// that TestBoltDamage starts, running trials [from, to) of one fixture.
+func TestBoltDamageChild(t *testing.T) {
+	dir := os.Getenv("PROGCACHE_BOLT_DAMAGE_DIR")
+	if dir == "" {
+		t.Skip("child process of TestBoltDamage only")
+	}
+	from, _ := strconv.Atoi(os.Getenv("PROGCACHE_BOLT_DAMAGE_FROM"))
+	to, _ := strconv.Atoi(os.Getenv("PROGCACHE_BOLT_DAMAGE_TO"))
+	orig, err := os.ReadFile(filepath.Join(dir, "fixture.db"))
+	if err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(3)
+	}
+	l := layoutOf(t, filepath.Join(dir, "fixture.db"), orig)
+	var started atomic.Int64
+	go damageWatchdog(&started)
+	for i := from; i < to; i++ {
+		b, what := damage(orig, l, damageSeed, i)
+		started.Store(time.Now().UnixNano())
+		fmt.Printf("START %d %s\n", i, what)
+		p := filepath.Join(dir, fmt.Sprintf("trial-%d.db", i))
+		if err := os.WriteFile(p, b, filePerm); err != nil {
+			fmt.Println("ERROR", err)
+			os.Exit(3)
+		}
+		err := damageTrial(p, b)
+		if err != nil {
+			fmt.Printf("FAIL %d %s\n", i, strings.ReplaceAll(err.Error(), "\n", "; "))
+		} else {
+			fmt.Printf("OK %d\n", i)
+		}
+		os.Stdout.Sync()
+	}
+	os.Exit(0)
+}
+
+// damageWatchdog ends the child when a trial runs past damageTrialLimit or
+// the heap grows past damageHeapLimit: a cursor caught in a page cycle
+// loops, growing its stack, until memory runs out.
+func damageWatchdog(started *atomic.Int64) {
+	const (
+		damageTrialLimit = 20 * time.Second
+		damageHeapLimit  = 1 << 30
+	)
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	for range time.Tick(20 * time.Millisecond) {
+		metrics.Read(sample)
+		if heap := sample[0].Value.Uint64(); heap > damageHeapLimit {
+			fmt.Printf("WATCHDOG heap at %d bytes\n", heap)
+			os.Exit(5)
+		}
+		if t := started.Load(); t != 0 && time.Since(time.Unix(0, t)) > damageTrialLimit {
+			fmt.Printf("WATCHDOG trial running for over %v\n", damageTrialLimit)
+			os.Exit(5)
+		}
+	}
+}
+
+// damageTrial runs the checks on one damaged file at p, whose bytes are b.
+func damageTrial(p string, b []byte) error {
+	if err := exerciseReadOnly(p, b); err != nil {
+		return fmt.Errorf("read-only: %w", err)
+	}
+	return exerciseDamaged(p, damageEntries)
+}
+
+func TestBoltDamage(t *testing.T) {
+	dir := t.TempDir()
+	writeDamageFixture(t, filepath.Join(dir, "fixture.db"), damageEntries)
+	trials := damageFirstFlip + damageFlipTrials
+	if testing.Short() {
+		trials = damageFirstFlip + damageShortTrials
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var failed []string
+	for next := 0; next < trials; {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBoltDamageChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "PROGCACHE_BOLT_DAMAGE_DIR="+dir,
+			"PROGCACHE_BOLT_DAMAGE_FROM="+strconv.Itoa(next), "PROGCACHE_BOLT_DAMAGE_TO="+strconv.Itoa(trials))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		current, what := -1, ""
+		var tail []string
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			f := strings.SplitN(line, " ", 3)
+			switch f[0] {
+			case "START":
+				current, _ = strconv.Atoi(f[1])
+				what, tail = strings.Join(f[2:], " "), nil
+			case "OK":
+				current = -1
+			case "FAIL":
+				failed = append(failed, fmt.Sprintf("trial %s (%s): %s", f[1], what, strings.Join(f[2:], " ")))
+				current = -1
+			default:
+				tail = append(tail, line)
+			}
+		}
+		werr := cmd.Wait()
+		if current < 0 {
+			if werr != nil {
+				t.Fatalf("damage child: %v\n%s%s", werr, strings.Join(tail, "\n"), stderr.String())
+			}
+			break
+		}
+		// The child died inside trial current: record it with the end of
+		// what it printed, and go on with the next trial in a new child.
+		msg := strings.Join(tail, "\n") + stderr.String()
+		if len(msg) > 1500 {
+			msg = msg[:1500] + "..."
+		}
+		failed = append(failed, fmt.Sprintf("trial %d (%s): the process died (%v):\n%s", current, what, werr, msg))
+		next = current + 1
+		if ctx.Err() != nil {
+			t.Fatal("damage trials timed out")
+		}
+	}
+	for _, f := range failed {
+		t.Error(f)
+	}
+	if len(failed) > 0 {
+		t.Errorf("%d of %d damage trials failed", len(failed), trials)
+	}
+}
+
+// exerciseReadOnly opens the damaged file at p (holding b) read-only, runs
+// every reading operation, checks that the changing ones fail with
+// ErrReadOnly, and that the file's bytes and modification time are
+// unchanged.
+func exerciseReadOnly(p string, b []byte) error {
+	ctx := context.Background()
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	c, err := OpenBolt(p, quietBolt(BoltOptions{ReadOnly: true}))
+	if err != nil {
+		if !damageOK(err) {
+			errs = append(errs, fmt.Errorf("open: %v; want nil, ErrNotCache or ErrCorrupt", err))
+		}
+	} else {
+		check := func(op string, err error) {
+			if !damageOK(err) {
+				errs = append(errs, fmt.Errorf("%s: %v", op, err))
+			}
+		}
+		_, err = c.Len(ctx)
+		check("Len", err)
+		for n := range damageEntries {
+			got, ok, err := c.Get(ctx, testKey(n))
+			check("Get", err)
+			if ok && !got.Equal(testObject(n, damageSize(n))) {
+				errs = append(errs, fmt.Errorf("Get %d returned a wrong object", n))
+			}
+		}
+		_, err = c.Entries(ctx, false)
+		check("Entries", err)
+		_, err = c.Totals(ctx)
+		check("Totals", err)
+		for op, err := range map[string]error{
+			"Put":    c.Put(ctx, testKey(1), testObject(1, 10)),
+			"Delete": c.Delete(ctx, testKey(1)),
+			"Clear":  c.Clear(ctx),
+		} {
+			if !errors.Is(err, ErrReadOnly) && !errors.Is(err, ErrCorrupt) {
+				errs = append(errs, fmt.Errorf("%s on a read-only cache = %v, want ErrReadOnly", op, err))
+			}
+		}
+		check("Close", c.Close())
+	}
+	after, err := os.Stat(p)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if now, _ := os.ReadFile(p); !bytes.Equal(now, b) || !after.ModTime().Equal(fi.ModTime()) {
+		errs = append(errs, errors.New("a read-only open changed the file"))
+	}
+	return errors.Join(errs...)
+}

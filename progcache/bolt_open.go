@@ -1,0 +1,387 @@
+package progcache
+
+// Opening a bolt file: what a path may hold, and what happens to each.
+//
+//   - nothing: a read-write open creates the file (O_EXCL, so never through
+//     a dangling symbolic link); a read-only open fails (fs.ErrNotExist).
+//   - a directory, a device, a named pipe, a socket: refused with
+//     ErrNotCache naming what it is, never opened for writing, never moved.
+//   - a symbolic link: followed to open a regular file the user pointed
+//     at, but a cache behind a link is never set aside or replaced (that
+//     would move the link or write through it): damage is reported with
+//     ErrCorrupt instead, and a link to nothing is refused with ErrNotCache.
+//   - a regular file: opened, locked as bbolt locks it (see bolt_lock_*.go)
+//     and checked with checkBoltFile before bbolt maps it: a 0-byte file or
+//     a bbolt database with no buckets is initialised, a sound cache is
+//     used, a file that is not provably ours is refused with ErrNotCache
+//     (left as it was), and a damaged file of ours is renamed to
+//     <path>.corrupt-<unix ns> and a new one made in its place. Read-only,
+//     nothing is created, initialised or moved: a damaged file is an error
+//     wrapping ErrCorrupt.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var errLockTimeout = errors.New("lock wait timed out")
+
+// boltHandle is one open bbolt database and the descriptor under it.
+//
+// Locking: beginMu is held by a read transaction while bbolt begins it
+// and by a write transaction from begin to end. A panic inside bbolt can
+// leave bbolt's own locks held (DB.beginTx reads the meta page holding its
+// meta lock and mmap read lock; a write rolls back holding its writer
+// lock): such a handle is marked wedged before beginMu is released, and
+// no transaction is begun on a wedged handle, so no goroutine ever waits
+// on a bbolt lock that will not be released (a remap in a write waits for
+// the readers, which all began before the writer took beginMu and end on
+// their own).
+type boltHandle struct {
+	db      *bolt.DB
+	file    *os.File    // the descriptor bbolt uses (handed to it through Options.OpenFile)
+	info    os.FileInfo // its fstat, to know the path still names it before a rename
+	viaLink bool        // opened through a symbolic link: never renamed
+	gen     uint64      // bumped each time the cache moves to a new file
+
+	beginMu sync.Mutex
+	// wedged is set when a panic left a bbolt call unfinished: bbolt may
+	// still hold its own locks, so no transaction is begun and DB.Close
+	// (which would wait for them for ever) is not called (see close).
+	wedged atomic.Bool
+}
+
+// boltDamage is a panic or memory fault met inside bbolt or while reading
+// its data: the file is damaged (or was changed behind bbolt's lock).
+type boltDamage struct{ cause string }
+
+func (e *boltDamage) Error() string { return "damaged bolt file: " + e.cause }
+func (e *boltDamage) Unwrap() error { return ErrCorrupt }
+
+// run runs fn in a bbolt transaction on h and turns a panic or a memory
+// fault (a file truncated under its mapping is SIGBUS) into a *boltDamage.
+// Faults panic only on a goroutine that asks for it, so run asks around
+// the call and restores the setting after.
+func (h *boltHandle) run(writable bool, fn func(*bolt.Tx) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	h.beginMu.Lock()
+	held := true
+	release := func() {
+		if held {
+			held = false
+			h.beginMu.Unlock()
+		}
+	}
+	var tx *bolt.Tx
+	defer func() {
+		if r := recover(); r != nil {
+			// View and Update roll back on a panic; a rollback that
+			// finished cleared tx.DB(). Anything else (a panic in Begin, or
+			// in the rollback) may have left bbolt's locks held.
+			if tx == nil || tx.DB() != nil {
+				h.wedged.Store(true)
+			}
+			release()
+			err = &boltDamage{cause: fmt.Sprint(r)}
+		}
+	}()
+	if h.wedged.Load() {
+		release()
+		return &boltDamage{cause: "an earlier panic left bbolt's state unusable"}
+	}
+	body := func(t *bolt.Tx) error {
+		tx = t
+		if !writable {
+			release() // begun: other readers may begin
+		}
+		return fn(t)
+	}
+	if writable {
+		err = h.db.Update(body)
+	} else {
+		err = h.db.View(body)
+	}
+	release()
+	return err
+}
+
+// close closes h; a wedged handle's bbolt DB is dropped without DB.Close,
+// closing only the descriptor (which releases the file lock); its memory
+// map stays until the process exits.
+func (h *boltHandle) close() (err error) {
+	if h.wedged.Load() {
+		return h.file.Close()
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = errors.Join(&boltDamage{cause: fmt.Sprint(r)}, h.file.Close())
+		}
+	}()
+	return h.db.Close()
+}
+
+// bucket returns tx's bucket name; a missing one is damage (the open
+// check saw all three).
+func bucket(tx *bolt.Tx, name []byte) (*bolt.Bucket, error) {
+	if b := tx.Bucket(name); b != nil {
+		return b, nil
+	}
+	return nil, &boltDamage{cause: fmt.Sprintf("bucket %q missing", name)}
+}
+
+// describeMode says what a path that is not a regular file is.
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "is a directory"
+	case m&fs.ModeSymlink != 0:
+		return "is a symbolic link"
+	case m&fs.ModeDevice != 0:
+		return "is a device"
+	case m&fs.ModeNamedPipe != 0:
+		return "is a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "is a socket"
+	}
+	return fmt.Sprintf("is not a regular file (mode %v)", m)
+}
+
+func notCache(path, what string) error {
+	return fmt.Errorf("progcache: %s %s; left untouched: %w", path, what, ErrNotCache)
+}
+
+// openBoltPath opens what path holds as a cache file (see the top of this
+// file); created reports a new file.
+func openBoltPath(path string, readOnly bool) (f *os.File, viaLink, created bool, err error) {
+	li, err := os.Lstat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if readOnly {
+			return nil, false, false, fmt.Errorf("progcache: open bolt file read-only: %w", err)
+		}
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, filePerm)
+		if err != nil {
+			return nil, false, false, fmt.Errorf("progcache: create bolt file: %w", err)
+		}
+		return f, false, true, nil
+	case err != nil:
+		return nil, false, false, fmt.Errorf("progcache: open bolt file: %w", err)
+	}
+	if li.Mode()&fs.ModeSymlink != 0 {
+		ti, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, false, false, notCache(path, "is a symbolic link to nothing (a cache is never created through a link)")
+		case err != nil:
+			return nil, false, false, fmt.Errorf("progcache: open bolt file: %w", err)
+		case !ti.Mode().IsRegular():
+			return nil, false, false, notCache(path, "is a symbolic link to something that "+describeMode(ti.Mode()))
+		}
+		viaLink = true
+	} else if !li.Mode().IsRegular() {
+		return nil, false, false, notCache(path, describeMode(li.Mode()))
+	}
+	flag := os.O_RDWR
+	if readOnly {
+		flag = os.O_RDONLY
+	}
+	f, err = os.OpenFile(path, flag|boltOpenFlags, 0)
+	if err != nil {
+		return nil, false, false, fmt.Errorf("progcache: open bolt file: %w", err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		// Replaced between the Lstat and the open.
+		f.Close()
+		if err != nil {
+			return nil, false, false, fmt.Errorf("progcache: open bolt file: %w", err)
+		}
+		return nil, false, false, notCache(path, describeMode(fi.Mode()))
+	}
+	return f, viaLink, false, nil
+}
+
+// setAside renames the damaged file behind fi (open as f) to
+// <path>.corrupt-<unix ns> and closes it, in the order the platform allows
+// (see boltRenameWhileOpen), and only while path still names that regular
+// file: never a link, never a file someone put there since.
+func setAside(path string, fi os.FileInfo, closeFile func() error) (string, error) {
+	if !boltRenameWhileOpen {
+		closeFile()
+	}
+	aside, err := func() (string, error) {
+		li, err := os.Lstat(path)
+		if err != nil || !li.Mode().IsRegular() || !os.SameFile(li, fi) {
+			return "", fmt.Errorf("%s no longer names the damaged file; nothing moved", path)
+		}
+		for {
+			aside := fmt.Sprintf("%s.corrupt-%d", path, time.Now().UnixNano())
+			if _, err := os.Lstat(aside); errors.Is(err, fs.ErrNotExist) {
+				return aside, os.Rename(path, aside)
+			}
+		}
+	}()
+	if boltRenameWhileOpen {
+		closeFile()
+	}
+	return aside, err
+}
+
+// openBolt opens c.path as generation gen, setting aside (at most once) a
+// damaged file of ours, and returns the handle and the entries to index.
+func (c *Bolt) openBolt(gen uint64) (*boltHandle, []*boltEntry, error) {
+	for attempt := 0; ; attempt++ {
+		h, es, aside, err := c.tryOpen(gen)
+		if aside == "" {
+			return h, es, err
+		}
+		c.opts.Logger.Warn("progcache: bolt file set aside and rebuilt", "path", c.path, "moved_to", aside, "reason", err.Error())
+		c.setAside = aside
+		c.stats.Corrupt++
+		if attempt > 0 {
+			return nil, nil, fmt.Errorf("progcache: bolt file %s unusable after rebuild: %w", c.path, err)
+		}
+	}
+}
+
+// tryOpen opens, locks, checks and maps the file once. A damaged file of
+// ours is set aside: aside is then where it went and err why.
+func (c *Bolt) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string, err error) {
+	ro := c.opts.ReadOnly
+	f, viaLink, created, err := openBoltPath(c.path, ro)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if err := lockBoltFile(f, !ro, c.opts.Timeout); err != nil {
+		f.Close()
+		if errors.Is(err, errLockTimeout) {
+			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is held by another process (waited %v): bbolt allows one read-write process at a time and is unsafe on network filesystems; use a FileStream directory to share a cache: %w", c.path, c.opts.Timeout, ErrLocked)
+		}
+		return nil, nil, "", fmt.Errorf("progcache: lock bolt file %s: %w", c.path, err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, "", fmt.Errorf("progcache: open bolt file: %w", err)
+	}
+	h = &boltHandle{file: f, info: fi, viaLink: viaLink, gen: gen}
+	// damaged handles a damaged file of ours: set aside, or refused where
+	// it may not be moved. closeFile closes what is open of it.
+	damaged := func(why string, closeFile func() error) (*boltHandle, []*boltEntry, string, error) {
+		switch {
+		case ro:
+			closeFile()
+			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is damaged (%s); opened read-only, so left as it is: %w", c.path, why, ErrCorrupt)
+		case viaLink:
+			closeFile()
+			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is damaged (%s) and is a symbolic link, so it is not set aside: move the file it points to away: %w", c.path, why, ErrCorrupt)
+		}
+		aside, err := setAside(c.path, fi, closeFile)
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is damaged (%s) and could not be set aside: %w", c.path, why, errors.Join(err, ErrCorrupt))
+		}
+		return nil, nil, aside, fmt.Errorf("%s", why)
+	}
+	chk := checkBoltFile(f, fi.Size())
+	switch chk.verdict {
+	case boltForeign:
+		f.Close()
+		return nil, nil, "", notCache(c.path, chk.reason)
+	case boltFresh:
+		if ro {
+			f.Close()
+			return nil, nil, "", notCache(c.path, "is "+chk.reason+", not yet a cache")
+		}
+	case boltDamaged:
+		return damaged(chk.reason, f.Close)
+	}
+	handToBolt(f)
+	h.db, err = openBoltDB(c.path, f, bolt.Options{Timeout: c.opts.Timeout, NoSync: c.opts.NoSync, ReadOnly: ro})
+	var dmg *boltDamage
+	if errors.As(err, &dmg) {
+		h.wedged.Store(true) // bbolt's Open stopped half way: only the descriptor can be closed
+		return damaged(err.Error(), f.Close)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, "", fmt.Errorf("progcache: open bolt file %s: %w", c.path, err)
+	}
+	if chk.verdict == boltFresh {
+		err = h.run(true, func(tx *bolt.Tx) error {
+			for _, b := range [][]byte{bucketMeta, bucketEntries, bucketATime} {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
+			}
+			return tx.Bucket(bucketMeta).Put(keySchema, []byte(boltSchema))
+		})
+		if err != nil && !errors.As(err, &dmg) {
+			h.close()
+			if created {
+				os.Remove(c.path) // ours, and holds nothing
+			}
+			return nil, nil, "", fmt.Errorf("progcache: initialise bolt file %s: %w", c.path, err)
+		}
+	}
+	if err == nil {
+		es, err = loadBolt(h)
+	}
+	if errors.As(err, &dmg) {
+		return damaged(err.Error(), h.close)
+	}
+	if err != nil {
+		h.close()
+		return nil, nil, "", fmt.Errorf("progcache: read bolt file %s: %w", c.path, err)
+	}
+	return h, es, "", nil
+}
+
+// openBoltDB runs bolt.Open on the checked, locked descriptor f, turning a
+// panic or memory fault into a *boltDamage.
+func openBoltDB(path string, f *os.File, o bolt.Options) (db *bolt.DB, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, &boltDamage{cause: fmt.Sprint(r)}
+		}
+	}()
+	o.OpenFile = func(string, int, os.FileMode) (*os.File, error) { return f, nil }
+	return bolt.Open(path, filePerm, &o)
+}
+
+// loadBolt reads the entries' keys, sizes and access times.
+func loadBolt(h *boltHandle) ([]*boltEntry, error) {
+	var es []*boltEntry
+	err := h.run(false, func(tx *bolt.Tx) error {
+		eb, err := bucket(tx, bucketEntries)
+		if err != nil {
+			return err
+		}
+		at, err := bucket(tx, bucketATime)
+		if err != nil {
+			return err
+		}
+		return eb.ForEach(func(k, v []byte) error {
+			if len(k) != KeySize {
+				return nil
+			}
+			e := &boltEntry{size: int64(len(v))}
+			copy(e.key[:], k)
+			if t := at.Get(k); len(t) == 8 {
+				e.atime = int64(binary.LittleEndian.Uint64(t))
+			}
+			es = append(es, e)
+			return nil
+		})
+	})
+	return es, err
+}

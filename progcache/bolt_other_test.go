@@ -1,0 +1,9 @@
+//go:build !(linux || darwin)
+
+package progcache
+
+import "errors"
+
+func mkfifo(string) error { return errors.ErrUnsupported }
+
+func mknodZero(string) error { return errors.ErrUnsupported }
