@@ -22,6 +22,7 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -444,4 +445,242 @@ func exerciseReadOnly(p string, b []byte) error {
 		errs = append(errs, errors.New("a read-only open changed the file"))
 	}
 	return errors.Join(errs...)
+}
+
+// currentMeta returns the meta page bbolt uses in the file b.
+func currentMeta(b []byte) boltMeta {
+	m0 := parseBoltMeta(b)
+	m1 := parseBoltMeta(b[m0.pageSize:])
+	if m1.txid > m0.txid {
+		return m1
+	}
+	return m0
+}
+
+// writeBehind writes b at off of the file at p through a descriptor of
+// its own, as a process that ignores bbolt's advisory lock would: bbolt's
+// shared mapping sees it at once.
+func writeBehind(t *testing.T, p string, off int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// within runs f and fails the test if it has not returned after a
+// generous minute: a bbolt lock left held would make it wait for ever.
+func within(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s did not return: a lock left held?", what)
+	}
+}
+
+// TestBoltDamageWhileOpen: damage made to an open file behind bbolt's lock
+// (a truncation, overwritten pages) is met by the next operation, which
+// sets the file aside and carries on with a new one, without a crash and
+// without waiting on a bbolt lock a panic left held.
+func TestBoltDamageWhileOpen(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		wedged bool // whether the panic leaves bbolt's locks held
+		damage func(t *testing.T, c *Bolt, p string)
+		op     func(c *Bolt) error
+	}{
+		// bbolt faults reading the meta page in Begin, holding its meta
+		// and mmap locks: the handle is wedged.
+		{"truncated to nothing, Get", true, func(t *testing.T, c *Bolt, p string) { os.Truncate(p, 0) }, func(c *Bolt) error {
+			_, ok, err := c.Get(ctx, testKey(1))
+			if ok {
+				return errors.New("a hit from a truncated file")
+			}
+			return err
+		}},
+		{"truncated to nothing, Put", true, func(t *testing.T, c *Bolt, p string) { os.Truncate(p, 0) }, func(c *Bolt) error {
+			return c.Put(ctx, testKey(99), testObject(99, 10))
+		}},
+		// The tree lies past the end: SIGBUS inside the transaction,
+		// which rolls back cleanly.
+		{"truncated to the meta pages, Get", false, func(t *testing.T, c *Bolt, p string) {
+			os.Truncate(p, 2*int64(c.h.db.Info().PageSize))
+		}, func(c *Bolt) error {
+			_, _, err := c.Get(ctx, testKey(1))
+			return err
+		}},
+		// bbolt's page assertion panics inside the transaction.
+		{"entries root overwritten, Entries", false, func(t *testing.T, c *Bolt, p string) {
+			writeBehind(t, p, entriesRoot(t, c)*int64(c.h.db.Info().PageSize), bytes.Repeat([]byte{0xEE}, 16))
+		}, func(c *Bolt) error {
+			_, err := c.Entries(ctx, false)
+			if !errors.Is(err, ErrCorrupt) {
+				return fmt.Errorf("Entries on a damaged file = %v, want ErrCorrupt", err)
+			}
+			return nil
+		}},
+		// A write transaction panics on the damaged root. DB.Update's own
+		// rollback would re-read the damaged free list and panic again,
+		// holding bbolt's writer lock, so DB.Close would wait for ever;
+		// run rolls back with Tx.Rollback, which does not read the file.
+		{"entries root and free list overwritten, Put", false, func(t *testing.T, c *Bolt, p string) {
+			ps := int64(c.h.db.Info().PageSize)
+			b, _ := os.ReadFile(p)
+			writeBehind(t, p, entriesRoot(t, c)*ps, bytes.Repeat([]byte{0xEE}, 16))
+			writeBehind(t, p, int64(currentMeta(b).freelist)*ps, bytes.Repeat([]byte{0xEE}, 16))
+		}, func(c *Bolt) error {
+			return c.Put(ctx, testKey(99), testObject(99, 10))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "cache.db")
+			c := openBolt(t, p, BoltOptions{NoSync: true})
+			for n := range 60 {
+				c.Put(ctx, testKey(n), testObject(n, 700))
+			}
+			tc.damage(t, c, p)
+			old := c.h
+			within(t, tc.name, func() {
+				if err := tc.op(c); err != nil {
+					t.Errorf("the operation that met the damage: %v", err)
+				}
+			})
+			if c.SetAside() == "" {
+				t.Fatal("the damaged file was not set aside")
+			}
+			if s := c.Stats(); s.Corrupt == 0 {
+				t.Error("the damage was not counted")
+			}
+			if old.wedged.Load() != tc.wedged {
+				t.Errorf("old handle wedged %v, want %v", old.wedged.Load(), tc.wedged)
+			}
+			within(t, "the operations after", func() {
+				if err := c.Put(ctx, testKey(1), testObject(1, 10)); err != nil {
+					t.Fatal(err)
+				}
+				if got, ok, err := c.Get(ctx, testKey(1)); !ok || err != nil || !got.Equal(testObject(1, 10)) {
+					t.Fatalf("Get on the new file: hit %v, err %v", ok, err)
+				}
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+			})
+			c = openBolt(t, p, BoltOptions{})
+			if _, ok, _ := c.Get(ctx, testKey(1)); !ok {
+				t.Error("the new file lost its entry across a reopen")
+			}
+		})
+	}
+}
+
+func entriesRoot(t *testing.T, c *Bolt) int64 {
+	t.Helper()
+	var root int64
+	c.h.db.View(func(tx *bolt.Tx) error {
+		root = int64(tx.Bucket(bucketEntries).Root())
+		return nil
+	})
+	if root == 0 {
+		t.Fatal("the entries bucket is inline; put more")
+	}
+	return root
+}
+
+// TestBoltDamageConcurrent: goroutines keep using the cache while its file
+// is truncated under it three times. Every operation returns (nil, or an
+// error wrapping ErrCorrupt for a listing or totals cut short), hits are
+// right, and the cache ends up working on a new file. Run with -race.
+func TestBoltDamageConcurrent(t *testing.T) {
+	ctx := context.Background()
+	p := filepath.Join(t.TempDir(), "cache.db")
+	c := openBolt(t, p, BoltOptions{NoSync: true, MaxBytes: 256 << 10})
+	const workers, keys = 6, 40
+	size := func(n int) int { return 200 + 97*n }
+	for n := range keys {
+		c.Put(ctx, testKey(n), testObject(n, size(n)))
+	}
+	ps := int64(c.h.db.Info().PageSize)
+	var ops atomic.Int64
+	stop := make(chan struct{})
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 7))
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				n := r.IntN(keys)
+				var err error
+				switch op := r.IntN(20); {
+				case op < 10:
+					var got Object
+					var ok bool
+					got, ok, err = c.Get(ctx, testKey(n))
+					if ok && !got.Equal(testObject(n, size(n))) {
+						err = fmt.Errorf("Get %d: wrong object", n)
+					}
+				case op < 15:
+					err = c.Put(ctx, testKey(n), testObject(n, size(n)))
+				case op < 16:
+					err = c.Delete(ctx, testKey(n))
+				case op < 17:
+					_, err = c.Entries(ctx, false)
+				case op < 18:
+					_, err = c.Totals(ctx)
+				case op < 19:
+					_, err = c.Prune(ctx, 128<<10)
+				default:
+					_, err = c.Len(ctx)
+				}
+				if err != nil && !errors.Is(err, ErrCorrupt) {
+					errs <- err
+					return
+				}
+				ops.Add(1)
+			}
+		})
+	}
+	waitOps := func(n int64) {
+		for ops.Load() < n {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for i, to := range []int64{0, ps, 3 * ps} {
+		waitOps(int64(200 * (i + 1)))
+		if err := os.Truncate(p, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitOps(800)
+	close(stop)
+	wg.Wait()
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	m, _ := filepath.Glob(p + ".corrupt-*")
+	t.Logf("%d operations, %d files set aside", ops.Load(), len(m))
+	if len(m) == 0 || c.Stats().Corrupt == 0 {
+		t.Errorf("set aside %v, corrupt %d; want the truncated files set aside and counted", m, c.Stats().Corrupt)
+	}
+	if err := c.Put(ctx, testKey(1), testObject(1, size(1))); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := c.Get(ctx, testKey(1)); !ok || err != nil {
+		t.Fatalf("Get after the damage: hit %v, err %v", ok, err)
+	}
 }

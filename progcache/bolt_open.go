@@ -37,15 +37,27 @@ var errLockTimeout = errors.New("lock wait timed out")
 
 // boltHandle is one open bbolt database and the descriptor under it.
 //
-// Locking: beginMu is held by a read transaction while bbolt begins it
-// and by a write transaction from begin to end. A panic inside bbolt can
-// leave bbolt's own locks held (DB.beginTx reads the meta page holding its
-// meta lock and mmap read lock; a write rolls back holding its writer
-// lock): such a handle is marked wedged before beginMu is released, and
-// no transaction is begun on a wedged handle, so no goroutine ever waits
-// on a bbolt lock that will not be released (a remap in a write waits for
-// the readers, which all began before the writer took beginMu and end on
-// their own).
+// Locking. A panic inside bbolt can leave bbolt's own locks held: DB.Begin
+// of a read transaction reads the meta page holding bbolt's meta lock and
+// mmap read lock (a file truncated under the mapping faults right there),
+// and DB.Begin of a write holds bbolt's writer lock. A handle where that
+// happened is marked wedged, and from then on no goroutine may call into
+// bbolt on it in a way that takes those locks, or it waits for ever. So:
+//
+//   - a read transaction holds beginMu and endMu while it begins, and
+//     endMu while it ends (ending takes bbolt's meta lock); it runs fn with
+//     neither, so reads run side by side;
+//   - a write transaction holds beginMu from begin to end: no read begins
+//     during a write (whose meta page write takes bbolt's meta lock), but
+//     reads in flight can end (a write that grows the file remaps it, which
+//     waits for them);
+//   - wedged is set before those locks are released, and checked under
+//     them: no transaction begins, and no read ends, on a wedged handle
+//     (its bbolt DB is dropped: see close).
+//
+// After a panic a write is rolled back with Tx.Rollback, which does not
+// read the file (bbolt's own panic rollback re-reads the free list page,
+// which may be the damaged one, and panics again holding the writer lock).
 type boltHandle struct {
 	db      *bolt.DB
 	file    *os.File    // the descriptor bbolt uses (handed to it through Options.OpenFile)
@@ -53,11 +65,8 @@ type boltHandle struct {
 	viaLink bool        // opened through a symbolic link: never renamed
 	gen     uint64      // bumped each time the cache moves to a new file
 
-	beginMu sync.Mutex
-	// wedged is set when a panic left a bbolt call unfinished: bbolt may
-	// still hold its own locks, so no transaction is begun and DB.Close
-	// (which would wait for them for ever) is not called (see close).
-	wedged atomic.Bool
+	beginMu, endMu sync.Mutex
+	wedged         atomic.Bool
 }
 
 // boltDamage is a panic or memory fault met inside bbolt or while reading
@@ -67,50 +76,71 @@ type boltDamage struct{ cause string }
 func (e *boltDamage) Error() string { return "damaged bolt file: " + e.cause }
 func (e *boltDamage) Unwrap() error { return ErrCorrupt }
 
-// run runs fn in a bbolt transaction on h and turns a panic or a memory
-// fault (a file truncated under its mapping is SIGBUS) into a *boltDamage.
-// Faults panic only on a goroutine that asks for it, so run asks around
-// the call and restores the setting after.
-func (h *boltHandle) run(writable bool, fn func(*bolt.Tx) error) (err error) {
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	h.beginMu.Lock()
-	held := true
-	release := func() {
-		if held {
-			held = false
-			h.beginMu.Unlock()
-		}
-	}
-	var tx *bolt.Tx
+var errWedged = &boltDamage{cause: "an earlier panic left bbolt's locks held"}
+
+// guard runs f, turning a panic into a *boltDamage. Memory faults panic
+// only on a goroutine that asked for it (run does).
+func guard(f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			// View and Update roll back on a panic; a rollback that
-			// finished cleared tx.DB(). Anything else (a panic in Begin, or
-			// in the rollback) may have left bbolt's locks held.
-			if tx == nil || tx.DB() != nil {
-				h.wedged.Store(true)
-			}
-			release()
 			err = &boltDamage{cause: fmt.Sprint(r)}
 		}
 	}()
-	if h.wedged.Load() {
-		release()
-		return &boltDamage{cause: "an earlier panic left bbolt's state unusable"}
-	}
-	body := func(t *bolt.Tx) error {
-		tx = t
-		if !writable {
-			release() // begun: other readers may begin
+	return f()
+}
+
+// run runs fn in a bbolt transaction on h (see the locking rule above);
+// a panic or memory fault (a file truncated under its mapping is SIGBUS)
+// becomes a *boltDamage.
+func (h *boltHandle) run(writable bool, fn func(*bolt.Tx) error) error {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var tx *bolt.Tx
+	begin := func() error {
+		if h.wedged.Load() {
+			return errWedged
 		}
-		return fn(t)
+		err := guard(func() (err error) { tx, err = h.db.Begin(writable); return err })
+		if _, ok := err.(*boltDamage); ok {
+			h.wedged.Store(true)
+		}
+		return err
+	}
+	rollback := func() {
+		if tx.DB() == nil { // committed, or rolled back by a failed commit
+			return
+		}
+		if err := guard(tx.Rollback); err != nil {
+			h.wedged.Store(true)
+		}
 	}
 	if writable {
-		err = h.db.Update(body)
-	} else {
-		err = h.db.View(body)
+		h.beginMu.Lock()
+		defer h.beginMu.Unlock()
+		if err := begin(); err != nil {
+			return err
+		}
+		defer rollback()
+		return guard(func() error {
+			if err := fn(tx); err != nil {
+				return err
+			}
+			return tx.Commit()
+		})
 	}
-	release()
+	h.beginMu.Lock()
+	h.endMu.Lock()
+	err := begin()
+	h.endMu.Unlock()
+	h.beginMu.Unlock()
+	if err != nil {
+		return err
+	}
+	err = guard(func() error { return fn(tx) })
+	h.endMu.Lock()
+	if !h.wedged.Load() {
+		rollback()
+	}
+	h.endMu.Unlock()
 	return err
 }
 

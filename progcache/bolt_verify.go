@@ -43,11 +43,16 @@ package progcache
 //
 // Whose file is it: a file is ours when bbolt's magic is in a meta page and
 // the progcache schema is present: the meta bucket's schema record when the
-// structure checks out; when it does not, the on-page form of that record
-// (the key "schema" and the value "accelkit/progcache/bolt/..." stored
-// next to each other, as bbolt lays out a leaf element) inside a page whose
-// header says leaf, found by reading the file once. Only such a file is
-// ever set aside; anything else is refused with ErrNotCache and left alone.
+// structure checks out; when it does not, bytes in a page whose header says
+// leaf that only this package writes there, found by reading the file
+// once: the schema record as bbolt lays out a leaf element (the key
+// "schema" and the value "accelkit/progcache/bolt/..." next to each
+// other), or an entry record stored under its key (32 bytes of key, then a
+// record that starts with the record magic and repeats the same key). The
+// second matters for truncation: bbolt rewrites the root page, where the
+// schema record lives, on every commit, often at the end of the file. Only
+// such a file is ever set aside; anything else is refused with ErrNotCache
+// and left alone.
 
 import (
 	"bytes"
@@ -241,26 +246,46 @@ func damagedOrForeign(f io.ReaderAt, size, ps int64, why string) boltCheck {
 	if !validPageSize(ps) {
 		ps = int64(os.Getpagesize())
 	}
-	if hasSchemaRecord(f, size, ps) {
+	if hasOurRecords(f, size, ps) {
 		return boltCheck{boltDamaged, why}
 	}
 	return boltCheck{boltForeign, "is a bbolt database without the progcache schema, damaged (" + why + ")"}
 }
 
-// hasSchemaRecord reads the file once, looking for our schema record in a
-// page whose header says leaf.
-func hasSchemaRecord(f io.ReaderAt, size, ps int64) bool {
+// hasOurRecords reads the file once, looking in each page whose header
+// says leaf for our schema record or for one of our entry records as bbolt
+// stores it: the 32-byte key, then the record, whose header starts with
+// the record magic and repeats that key.
+func hasOurRecords(f io.ReaderAt, size, ps int64) bool {
 	chunk := make([]byte, max(ps, 1<<20/ps*ps))
 	for off := int64(0); off < size; off += int64(len(chunk)) {
 		n, _ := f.ReadAt(chunk, off)
 		for p := 0; p+boltPageHeader <= n; p += int(ps) {
 			page := chunk[p:min(n, p+int(ps))]
-			if nativeEndian.Uint16(page[8:]) == boltLeafFlag && bytes.Contains(page, boltSchemaRecord) {
+			if nativeEndian.Uint16(page[8:]) == boltLeafFlag && (bytes.Contains(page, boltSchemaRecord) || hasEntryRecord(page)) {
 				return true
 			}
 		}
 		if n < len(chunk) {
 			break
+		}
+	}
+	return false
+}
+
+// hasEntryRecord reports whether page holds key || record(key) for some
+// key: the record magic preceded by KeySize bytes that the record header
+// repeats.
+func hasEntryRecord(page []byte) bool {
+	const keyAt = recordHeaderSize - KeySize // where the header holds the key
+	for i := KeySize; i+recordHeaderSize <= len(page); i++ {
+		j := bytes.Index(page[i:len(page)-recordHeaderSize+1], []byte(recordMagic))
+		if j < 0 {
+			return false
+		}
+		i += j
+		if bytes.Equal(page[i-KeySize:i], page[i+keyAt:i+keyAt+KeySize]) {
+			return true
 		}
 	}
 	return false
