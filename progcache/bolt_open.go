@@ -20,7 +20,6 @@ package progcache
 //     wrapping ErrCorrupt.
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -283,8 +282,9 @@ func (c *Bolt) openBolt(gen uint64) (*boltHandle, []*boltEntry, error) {
 	}
 }
 
-// tryOpen opens, locks, checks and maps the file once. A damaged file of
-// ours is set aside: aside is then where it went and err why.
+// tryOpen opens, locks, checks and maps the file once, and returns the
+// entries the check found. A damaged file of ours is set aside: aside is
+// then where it went and err why.
 func (c *Bolt) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string, err error) {
 	ro := c.opts.ReadOnly
 	f, viaLink, created, err := openBoltPath(c.path, ro)
@@ -354,7 +354,10 @@ func (c *Bolt) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string
 			}
 			return tx.Bucket(bucketMeta).Put(keySchema, []byte(boltSchema))
 		})
-		if err != nil && !errors.As(err, &dmg) {
+		if errors.As(err, &dmg) {
+			return damaged(err.Error(), h.close)
+		}
+		if err != nil {
 			h.close()
 			if created {
 				os.Remove(c.path) // ours, and holds nothing
@@ -362,17 +365,7 @@ func (c *Bolt) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string
 			return nil, nil, "", fmt.Errorf("progcache: initialise bolt file %s: %w", c.path, err)
 		}
 	}
-	if err == nil {
-		es, err = loadBolt(h)
-	}
-	if errors.As(err, &dmg) {
-		return damaged(err.Error(), h.close)
-	}
-	if err != nil {
-		h.close()
-		return nil, nil, "", fmt.Errorf("progcache: read bolt file %s: %w", c.path, err)
-	}
-	return h, es, "", nil
+	return h, chk.entries, "", nil
 }
 
 // openBoltDB runs bolt.Open on the checked, locked descriptor f, turning a
@@ -386,32 +379,4 @@ func openBoltDB(path string, f *os.File, o bolt.Options) (db *bolt.DB, err error
 	}()
 	o.OpenFile = func(string, int, os.FileMode) (*os.File, error) { return f, nil }
 	return bolt.Open(path, filePerm, &o)
-}
-
-// loadBolt reads the entries' keys, sizes and access times.
-func loadBolt(h *boltHandle) ([]*boltEntry, error) {
-	var es []*boltEntry
-	err := h.run(false, func(tx *bolt.Tx) error {
-		eb, err := bucket(tx, bucketEntries)
-		if err != nil {
-			return err
-		}
-		at, err := bucket(tx, bucketATime)
-		if err != nil {
-			return err
-		}
-		return eb.ForEach(func(k, v []byte) error {
-			if len(k) != KeySize {
-				return nil
-			}
-			e := &boltEntry{size: int64(len(v))}
-			copy(e.key[:], k)
-			if t := at.Get(k); len(t) == 8 {
-				e.atime = int64(binary.LittleEndian.Uint64(t))
-			}
-			es = append(es, e)
-			return nil
-		})
-	})
-	return es, err
 }

@@ -36,10 +36,12 @@ package progcache
 //     (bbolt panics freeing it again, or hands it out while in use);
 //   - inline buckets: a leaf page inside the value, with no nested buckets.
 //
-// It reads the page headers, element headers and keys, not the values
-// (except bucket headers and the schema record), so its cost is one read
-// of each reachable page's first page plus one small read per key past it:
-// see BenchmarkBoltOpenCheck for the figures on a 100 MB cache.
+// It looks at page headers, element headers and keys, not at values
+// (except bucket headers and the schema record). It reads the file in
+// checkChunk pieces, keeping the last checkSlots of them (a small cache:
+// bbolt allocates pages roughly in order), and reads a key that lies past
+// its page's first page on its own: see BenchmarkBoltOpenCheck for the
+// figures on a 100 MB cache.
 //
 // Whose file is it: a file is ours when bbolt's magic is in a meta page and
 // the progcache schema is present: the meta bucket's schema record when the
@@ -92,6 +94,12 @@ const (
 	maxBoltDepth = 48
 	// maxSchemaValue bounds the schema record read.
 	maxSchemaValue = 256
+	// checkChunk is how much of the file the check reads at a time: a
+	// syscall per chunk, not per page. No page straddles two, since page
+	// sizes are powers of two no larger than it.
+	checkChunk = maxBoltPageSize
+	// checkSlots is how many chunks the check keeps (4 MiB at most).
+	checkSlots = 64
 )
 
 // boltSchemaRecord is how our schema record sits in a leaf page: key, then
@@ -122,7 +130,8 @@ const (
 
 type boltCheck struct {
 	verdict boltVerdict
-	reason  string // what was found, for the error or the log
+	reason  string       // what was found, for the error or the log
+	entries []*boltEntry // a usable file's entries, with sizes and access times
 }
 
 type boltMeta struct {
@@ -164,7 +173,7 @@ func readAtMost(f io.ReaderAt, off int64, n int) []byte {
 // comment at the top of this file.
 func checkBoltFile(f io.ReaderAt, size int64) boltCheck {
 	if size == 0 {
-		return boltCheck{boltFresh, "empty file"}
+		return boltCheck{verdict: boltFresh, reason: "empty file"}
 	}
 	head := readAtMost(f, 0, 4096)
 	m0 := parseBoltMeta(head)
@@ -194,7 +203,7 @@ func checkBoltFile(f io.ReaderAt, size int64) boltCheck {
 	}
 	if !magic {
 		n := min(len(head), 16)
-		return boltCheck{boltForeign, fmt.Sprintf("is not a bbolt file (first bytes %+q)", head[:n])}
+		return boltCheck{verdict: boltForeign, reason: fmt.Sprintf("is not a bbolt file (first bytes %+q)", head[:n])}
 	}
 	if ps == 0 {
 		return damagedOrForeign(f, size, guess, "no valid meta page")
@@ -219,21 +228,24 @@ func checkBoltFile(f io.ReaderAt, size int64) boltCheck {
 	if !m.valid {
 		return damagedOrForeign(f, size, ps, "no valid meta page")
 	}
-	w := boltWalker{f: f, ps: ps, hwm: m.pgid}
+	w := boltWalker{f: f, ps: ps, hwm: m.pgid, atimes: map[Key]int64{}}
 	if err := w.check(m, size); err != "" {
 		return damagedOrForeign(f, size, ps, err)
 	}
 	switch {
 	case w.rootKeys == 0:
-		return boltCheck{boltFresh, "a bbolt database with no buckets"}
+		return boltCheck{verdict: boltFresh, reason: "a bbolt database with no buckets"}
 	case w.schema == boltSchema && w.buckets == 3:
-		return boltCheck{boltUsable, ""}
+		for _, e := range w.entries {
+			e.atime = w.atimes[e.key]
+		}
+		return boltCheck{verdict: boltUsable, entries: w.entries}
 	case w.schema == boltSchema:
-		return boltCheck{boltDamaged, "the progcache schema record without the entries and atime buckets"}
+		return boltCheck{verdict: boltDamaged, reason: "the progcache schema record without the entries and atime buckets"}
 	case strings.HasPrefix(w.schema, boltSchemaFamily):
-		return boltCheck{boltDamaged, fmt.Sprintf("schema %q, this version reads %q", w.schema, boltSchema)}
+		return boltCheck{verdict: boltDamaged, reason: fmt.Sprintf("schema %q, this version reads %q", w.schema, boltSchema)}
 	}
-	return boltCheck{boltForeign, "is a bbolt database of another application (no progcache schema)"}
+	return boltCheck{verdict: boltForeign, reason: "is a bbolt database of another application (no progcache schema)"}
 }
 
 func validPageSize(ps int64) bool {
@@ -247,9 +259,9 @@ func damagedOrForeign(f io.ReaderAt, size, ps int64, why string) boltCheck {
 		ps = int64(os.Getpagesize())
 	}
 	if hasOurRecords(f, size, ps) {
-		return boltCheck{boltDamaged, why}
+		return boltCheck{verdict: boltDamaged, reason: why}
 	}
-	return boltCheck{boltForeign, "is a bbolt database without the progcache schema, damaged (" + why + ")"}
+	return boltCheck{verdict: boltForeign, reason: "is a bbolt database without the progcache schema, damaged (" + why + ")"}
 }
 
 // hasOurRecords reads the file once, looking in each page whose header
@@ -296,12 +308,16 @@ type boltWalker struct {
 	f    io.ReaderAt
 	ps   int64
 	hwm  uint64
+	held [checkSlots]int64  // chunk number + 1 held in each slot, 0 if none
+	buf  [checkSlots][]byte // the chunks
 	used bitset // pages reachable from the meta: tree pages and the free list
 	free bitset // pages the free list holds
 
 	rootKeys int    // keys in the root bucket
 	buckets  int    // which of meta, entries, atime the root bucket holds
 	schema   string // the meta bucket's schema record
+	entries  []*boltEntry
+	atimes   map[Key]int64
 }
 
 // boltItem is a page still to check: its id, its depth in its bucket's
@@ -320,7 +336,28 @@ const (
 	roleOther boltBucketRole = iota
 	roleRoot
 	roleMeta
+	roleEntries
+	roleATime
 )
+
+// record notes what the check gathers from a value (v holds it when the
+// role needs its bytes): the schema record, and each entry's size and
+// access time, so that opening needs no second pass through bbolt.
+func (w *boltWalker) record(role boltBucketRole, k []byte, vsize uint64, v []byte) {
+	switch {
+	case role == roleMeta && string(k) == string(keySchema) && v != nil:
+		w.schema = string(v)
+	case role == roleEntries && len(k) == KeySize:
+		w.entries = append(w.entries, &boltEntry{key: Key(k), size: int64(vsize)})
+	case role == roleATime && len(k) == KeySize && len(v) == 8:
+		w.atimes[Key(k)] = int64(binary.LittleEndian.Uint64(v))
+	}
+}
+
+// wanted reports whether record needs the bytes of a value of vsize bytes.
+func wanted(role boltBucketRole, vsize uint64) bool {
+	return role == roleMeta && vsize <= maxSchemaValue || role == roleATime && vsize == 8
+}
 
 // check runs the checks on meta m; it returns what is wrong, or "".
 func (w *boltWalker) check(m boltMeta, size int64) string {
@@ -359,6 +396,27 @@ func (w *boltWalker) check(m boltMeta, size int64) string {
 	return ""
 }
 
+// page returns the first page of page id, valid until the next call, or
+// nil if the file ends before it does.
+func (w *boltWalker) page(id uint64) []byte {
+	off := int64(id) * w.ps
+	n := off / checkChunk
+	slot := n % checkSlots
+	if w.held[slot] != n+1 {
+		if w.buf[slot] == nil {
+			w.buf[slot] = make([]byte, checkChunk)
+		}
+		k, _ := w.f.ReadAt(w.buf[slot][:checkChunk], n*checkChunk)
+		w.buf[slot] = w.buf[slot][:k]
+		w.held[slot] = n + 1
+	}
+	b, o := w.buf[slot], off-n*checkChunk
+	if o+w.ps > int64(len(b)) {
+		return nil
+	}
+	return b[o : o+w.ps]
+}
+
 // claim marks the span of page id (overflow extra pages) as used.
 func (w *boltWalker) claim(id uint64, overflow uint32) string {
 	if id < 2 || id >= w.hwm || uint64(overflow) >= w.hwm-id {
@@ -377,8 +435,8 @@ func (w *boltWalker) claim(id uint64, overflow uint32) string {
 }
 
 func (w *boltWalker) checkFreelist(id uint64) string {
-	first := readAtMost(w.f, int64(id)*w.ps, int(w.ps))
-	if len(first) < int(w.ps) {
+	first := w.page(id)
+	if first == nil {
 		return fmt.Sprintf("free list page %d truncated", id)
 	}
 	if got := nativeEndian.Uint64(first); got != id {
@@ -427,7 +485,7 @@ func (w *boltWalker) checkFreelist(id uint64) string {
 }
 
 // span is a page and its overflow pages; first holds the first page, the
-// rest is read on demand.
+// rest is read on demand into new memory (first stays valid).
 type span struct {
 	w     *boltWalker
 	off   int64 // file offset of the page
@@ -459,8 +517,8 @@ func (w *boltWalker) checkPage(it boltItem, stack []boltItem) ([]boltItem, strin
 	if it.pgid < 2 || it.pgid >= w.hwm {
 		return stack, fmt.Sprintf("page id %d outside [2, %d)", it.pgid, w.hwm)
 	}
-	first := readAtMost(w.f, int64(it.pgid)*w.ps, int(w.ps))
-	if len(first) < int(w.ps) {
+	first := w.page(it.pgid)
+	if first == nil {
 		return stack, fmt.Sprintf("page %d truncated", it.pgid)
 	}
 	if got := nativeEndian.Uint64(first); got != it.pgid {
@@ -555,7 +613,7 @@ func (w *boltWalker) checkLeaf(it boltItem, s *span, count uint64, stack []boltI
 		if k == nil || !inOrder(k, prev, it.lo, it.hi, i) {
 			return stack, fmt.Sprintf("leaf page %d: key %d out of order or unreadable", it.pgid, i)
 		}
-		prev = bytes.Clone(k)
+		prev = k // lives as long as the page: no read in this loop reuses first
 		if it.bucket == roleRoot {
 			w.rootKeys++
 		}
@@ -564,9 +622,11 @@ func (w *boltWalker) checkLeaf(it boltItem, s *span, count uint64, stack []boltI
 			if it.bucket == roleRoot {
 				return stack, fmt.Sprintf("leaf page %d: a value in the root bucket", it.pgid)
 			}
-			if it.bucket == roleMeta && string(k) == "schema" && vsize <= maxSchemaValue {
-				w.schema = string(s.bytes(at+ksize, vsize))
+			var v []byte
+			if wanted(it.bucket, vsize) {
+				v = s.bytes(at+ksize, vsize)
 			}
+			w.record(it.bucket, k, vsize, v)
 		case boltBucketLeaf:
 			var err string
 			if stack, err = w.checkBucket(it, s, k, at+ksize, vsize, stack); err != "" {
@@ -591,7 +651,11 @@ func (w *boltWalker) checkBucket(it boltItem, s *span, name []byte, off, vsize u
 		case string(bucketMeta):
 			role = roleMeta
 			w.buckets++
-		case string(bucketEntries), string(bucketATime):
+		case string(bucketEntries):
+			role = roleEntries
+			w.buckets++
+		case string(bucketATime):
+			role = roleATime
 			w.buckets++
 		}
 	}
@@ -633,9 +697,11 @@ func (w *boltWalker) checkBucket(it boltItem, s *span, name []byte, off, vsize u
 			return stack, fmt.Sprintf("page %d: inline bucket %q: key %d out of order", it.pgid, name, i)
 		}
 		prev = k
-		if role == roleMeta && string(k) == "schema" && vs <= maxSchemaValue {
-			w.schema = string(p[at+ksize : at+ksize+vs])
+		var v []byte
+		if wanted(role, vs) {
+			v = p[at+ksize : at+ksize+vs]
 		}
+		w.record(role, k, vs, v)
 	}
 	return stack, ""
 }
