@@ -310,8 +310,8 @@ type boltWalker struct {
 	hwm  uint64
 	held [checkSlots]int64  // chunk number + 1 held in each slot, 0 if none
 	buf  [checkSlots][]byte // the chunks
-	used bitset // pages reachable from the meta: tree pages and the free list
-	free bitset // pages the free list holds
+	used bitset             // pages reachable from the meta: tree pages and the free list
+	free bitset             // pages the free list holds
 
 	rootKeys int    // keys in the root bucket
 	buckets  int    // which of meta, entries, atime the root bucket holds
