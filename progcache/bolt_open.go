@@ -30,6 +30,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 var errLockTimeout = errors.New("lock wait timed out")
@@ -77,70 +78,92 @@ func (e *boltDamage) Unwrap() error { return ErrCorrupt }
 
 var errWedged = &boltDamage{cause: "an earlier panic left bbolt's locks held"}
 
-// guard runs f, turning a panic into a *boltDamage. Memory faults panic
-// only on a goroutine that asked for it (run does).
-func guard(f func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &boltDamage{cause: fmt.Sprint(r)}
-		}
-	}()
-	return f()
-}
+// damageFrom turns a recovered panic value into a *boltDamage.
+func damageFrom(r any) error { return &boltDamage{cause: fmt.Sprint(r)} }
 
 // run runs fn in a bbolt transaction on h (see the locking rule above);
 // a panic or memory fault (a file truncated under its mapping is SIGBUS)
-// becomes a *boltDamage.
+// becomes a *boltDamage. Faults panic only on a goroutine that asked for
+// it, so run asks around the call and restores the setting after.
 func (h *boltHandle) run(writable bool, fn func(*bolt.Tx) error) error {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	var tx *bolt.Tx
-	begin := func() error {
-		if h.wedged.Load() {
-			return errWedged
-		}
-		err := guard(func() (err error) { tx, err = h.db.Begin(writable); return err })
-		if _, ok := err.(*boltDamage); ok {
-			h.wedged.Store(true)
-		}
-		return err
-	}
-	rollback := func() {
-		if tx.DB() == nil { // committed, or rolled back by a failed commit
-			return
-		}
-		if err := guard(tx.Rollback); err != nil {
-			h.wedged.Store(true)
-		}
-	}
 	if writable {
 		h.beginMu.Lock()
 		defer h.beginMu.Unlock()
-		if err := begin(); err != nil {
+		tx, err := h.begin(true)
+		if err != nil {
 			return err
 		}
-		defer rollback()
-		return guard(func() error {
-			if err := fn(tx); err != nil {
-				return err
-			}
-			return tx.Commit()
-		})
+		err = commit(tx, fn)
+		h.end(tx)
+		return err
 	}
 	h.beginMu.Lock()
 	h.endMu.Lock()
-	err := begin()
+	tx, err := h.begin(false)
 	h.endMu.Unlock()
 	h.beginMu.Unlock()
 	if err != nil {
 		return err
 	}
-	err = guard(func() error { return fn(tx) })
+	err = call(tx, fn)
 	h.endMu.Lock()
 	if !h.wedged.Load() {
-		rollback()
+		h.end(tx)
 	}
 	h.endMu.Unlock()
 	return err
+}
+
+// begin begins a transaction unless h is wedged; a panic wedges it.
+func (h *boltHandle) begin(writable bool) (tx *bolt.Tx, err error) {
+	if h.wedged.Load() {
+		return nil, errWedged
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			h.wedged.Store(true)
+			tx, err = nil, damageFrom(r)
+		}
+	}()
+	return h.db.Begin(writable)
+}
+
+// end rolls tx back unless it is over (committed, or rolled back by a
+// failed commit); a panic wedges h. Tx.Rollback does not read the file.
+func (h *boltHandle) end(tx *bolt.Tx) {
+	if tx.DB() == nil {
+		return
+	}
+	defer func() {
+		if recover() != nil {
+			h.wedged.Store(true)
+		}
+	}()
+	tx.Rollback()
+}
+
+// call runs fn on tx, turning a panic into a *boltDamage.
+func call(tx *bolt.Tx, fn func(*bolt.Tx) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = damageFrom(r)
+		}
+	}()
+	return fn(tx)
+}
+
+// commit runs fn on tx and commits it, turning a panic into a *boltDamage.
+func commit(tx *bolt.Tx, fn func(*bolt.Tx) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = damageFrom(r)
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // close closes h; a wedged handle's bbolt DB is dropped without DB.Close,
@@ -291,10 +314,13 @@ func (c *Bolt) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string
 	if err != nil {
 		return nil, nil, "", err
 	}
+	locked := func() error {
+		return fmt.Errorf("progcache: bolt file %s is held by another process (waited %v): bbolt allows one read-write process at a time and is unsafe on network filesystems; use a FileStream directory to share a cache: %w", c.path, c.opts.Timeout, ErrLocked)
+	}
 	if err := lockBoltFile(f, !ro, c.opts.Timeout); err != nil {
 		f.Close()
 		if errors.Is(err, errLockTimeout) {
-			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is held by another process (waited %v): bbolt allows one read-write process at a time and is unsafe on network filesystems; use a FileStream directory to share a cache: %w", c.path, c.opts.Timeout, ErrLocked)
+			return nil, nil, "", locked()
 		}
 		return nil, nil, "", fmt.Errorf("progcache: lock bolt file %s: %w", c.path, err)
 	}
@@ -343,6 +369,9 @@ func (c *Bolt) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string
 	}
 	if err != nil {
 		f.Close()
+		if errors.Is(err, berrors.ErrTimeout) { // where handToBolt let the lock go
+			return nil, nil, "", locked()
+		}
 		return nil, nil, "", fmt.Errorf("progcache: open bolt file %s: %w", c.path, err)
 	}
 	if chk.verdict == boltFresh {
@@ -359,8 +388,8 @@ func (c *Bolt) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string
 		}
 		if err != nil {
 			h.close()
-			if created {
-				os.Remove(c.path) // ours, and holds nothing
+			if li, lerr := os.Lstat(c.path); created && lerr == nil && os.SameFile(li, fi) {
+				os.Remove(c.path) // we made it, and it holds nothing
 			}
 			return nil, nil, "", fmt.Errorf("progcache: initialise bolt file %s: %w", c.path, err)
 		}
