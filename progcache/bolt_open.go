@@ -94,8 +94,16 @@ func (h *boltHandle) run(writable bool, fn func(*bolt.Tx) error) error {
 		if err != nil {
 			return err
 		}
+		inUse := tx.Size()
 		err = commit(tx, fn)
 		h.end(tx)
+		if _, ok := err.(*boltDamage); err != nil && !ok {
+			// bbolt reports some damage as plain errors: a commit
+			// growing a file truncated under it finds it "too small".
+			if fi, serr := h.file.Stat(); serr == nil && fi.Size() < inUse {
+				return &boltDamage{cause: fmt.Sprintf("file truncated to %d bytes under %d in use (%v)", fi.Size(), inUse, err)}
+			}
+		}
 		return err
 	}
 	h.beginMu.Lock()
