@@ -33,6 +33,15 @@ package progcache
 // the damage with an error wrapping ErrCorrupt. Read-only, or through a
 // symbolic link, the file is not moved and the cache is broken: every
 // later operation returns that error.
+//
+// What this cannot make safe: the check covers the file as it was opened,
+// under bbolt's advisory lock. A process that ignores the lock and rewrites
+// pages of an open file so that a branch page points back up its tree can
+// still send bbolt's cursor round the cycle until the goroutine's stack
+// overflows, which is a fatal error, not a panic. Truncations and other
+// overwrites are met as faults and panics and handled as above; a handle
+// dropped because a panic left bbolt's locks held keeps its memory map
+// until the process exits.
 
 import (
 	"container/list"
