@@ -10,10 +10,13 @@ package progcache
 // the stack overflows, a fatal error that no recover sees). bbolt's own
 // Tx.Check cannot be the guard: it reads through the same mapping on a
 // goroutine of its own (where SetPanicOnFault cannot be set), it
-// dereferences a page before checking its id against the high-water mark,
-// and its forEachPage and key-order walks recurse without a visited set, so
-// a cycle overflows its stack too; on a file whose free list is not synced
-// it also starts a second goroutine without a recover.
+// dereferences a page before checking its id against the high-water mark
+// (a child id far past it: fatal fault), its forEachPage and key-order
+// walks recurse without a visited set (a branch page pointing at itself:
+// "multiple references" reported again and again, still running after two
+// minutes), it reports nothing for a leaf key running past its page, and on
+// a file whose free list is not synced it starts a second goroutine
+// without a recover.
 //
 // checkBoltFile therefore reads the file itself, with ReadAt on the
 // descriptor bbolt is about to use and under bbolt's lock, and checks every
