@@ -199,23 +199,6 @@ func bucket(tx *bolt.Tx, name []byte) (*bolt.Bucket, error) {
 	return nil, &boltDamage{cause: fmt.Sprintf("bucket %q missing", name)}
 }
 
-// describeMode says what a path that is not a regular file is.
-func describeMode(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "is a directory"
-	case m&fs.ModeSymlink != 0:
-		return "is a symbolic link"
-	case m&fs.ModeDevice != 0:
-		return "is a device"
-	case m&fs.ModeNamedPipe != 0:
-		return "is a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "is a socket"
-	}
-	return fmt.Sprintf("is not a regular file (mode %v)", m)
-}
-
 func notCache(path, what string) error {
 	return fmt.Errorf("progcache: %s %s; left untouched: %w", path, what, ErrNotCache)
 }
@@ -245,11 +228,11 @@ func openBoltPath(path string, readOnly bool) (f *os.File, viaLink, created bool
 		case err != nil:
 			return nil, false, false, fmt.Errorf("progcache: open bolt file: %w", err)
 		case !ti.Mode().IsRegular():
-			return nil, false, false, notCache(path, "is a symbolic link to something that "+describeMode(ti.Mode()))
+			return nil, false, false, notCache(path, "is a symbolic link to "+describeMode(ti.Mode()))
 		}
 		viaLink = true
 	} else if !li.Mode().IsRegular() {
-		return nil, false, false, notCache(path, describeMode(li.Mode()))
+		return nil, false, false, notCache(path, "is "+describeMode(li.Mode()))
 	}
 	flag := os.O_RDWR
 	if readOnly {
@@ -265,7 +248,7 @@ func openBoltPath(path string, readOnly bool) (f *os.File, viaLink, created bool
 		if err != nil {
 			return nil, false, false, fmt.Errorf("progcache: open bolt file: %w", err)
 		}
-		return nil, false, false, notCache(path, describeMode(fi.Mode()))
+		return nil, false, false, notCache(path, "is "+describeMode(fi.Mode()))
 	}
 	return f, viaLink, false, nil
 }

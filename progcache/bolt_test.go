@@ -116,7 +116,7 @@ func TestBoltRefusesNonCache(t *testing.T) {
 			os.WriteFile(filepath.Join(p, "x"), []byte("x"), 0o600)
 			return ""
 		}},
-		{"symlink to a directory", "is a symbolic link to something that is a directory", func(t *testing.T, p string) string {
+		{"symlink to a directory", "is a symbolic link to a directory", func(t *testing.T, p string) string {
 			os.Mkdir(p+".dir", 0o700)
 			symlinkOrSkip(t, filepath.Base(p)+".dir", p)
 			return p + ".dir"

@@ -13,8 +13,9 @@
 //
 //   - Memory: an in-process LRU with entry and byte caps;
 //   - FileStream: a directory shared by processes and hosts, with atomic
-//     renameio commits, checksummed records, byte-capped LRU pruning that
-//     never deletes an entry a peer just replaced;
+//     commits, checksummed records, byte-capped LRU pruning that never
+//     deletes an entry a peer just replaced, and every path resolved from
+//     held directory handles, so no link inside the cache is followed;
 //   - Bolt: one bbolt file, read-aware LRU, schema version, corrupt files
 //     set aside and rebuilt; one process at a time.
 //
@@ -23,7 +24,9 @@
 //
 // Persistent entries are self-checking records (EncodeRecord,
 // DecodeRecord) with a CRC-32C or a keyed MAC; nothing is deserialised by
-// reflection or executed, and a corrupt entry is a counted miss.
+// reflection or executed. A corrupt entry is a counted miss that is
+// removed; an entry sealed by a differently configured peer (another MAC
+// key, or none) is a counted miss that is kept (ErrUnreadable).
 //
 // Concurrency: MakeKey, EncodeRecord, DecodeRecord, GetOrCompile and the
 // three caches are safe for concurrent use. Key, Object, Options, KeyInput

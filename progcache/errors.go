@@ -1,6 +1,9 @@
 package progcache
 
-import "errors"
+import (
+	"errors"
+	"io/fs"
+)
 
 // Sentinel errors. Functions wrap them with %w and a message that says what
 // was wrong and what is valid; test with errors.Is.
@@ -20,8 +23,10 @@ var (
 	// ErrInvalidKey reports a string that is not a key.
 	ErrInvalidKey = errors.New("progcache: invalid key")
 	// ErrCorrupt reports an entry record that failed its checksum, MAC or
-	// structure checks. Caches turn it into a miss; it surfaces from
-	// DecodeRecord and from verification.
+	// structure checks, or a damaged bolt file. Caches turn a corrupt entry
+	// into a miss and remove it; it surfaces from DecodeRecord, from
+	// verification, and from a bolt file that is damaged but may not be set
+	// aside (read-only, or opened through a symbolic link).
 	ErrCorrupt = errors.New("progcache: corrupt entry")
 	// ErrUnreadable reports an entry record written by a differently
 	// configured process: another record version, check kind or MAC key.
@@ -49,3 +54,23 @@ var (
 	// timeout. The file is not touched.
 	ErrLocked = errors.New("progcache: cache file locked by another process")
 )
+
+// describeMode names the kind of file m describes, for messages that say
+// what was found where the cache expected something else.
+func describeMode(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m.IsRegular():
+		return "a regular file"
+	}
+	return "a special file"
+}

@@ -984,21 +984,3 @@ func (c *FileStream) moveAside(e fileEntry) (string, error) {
 func foreignError(path string, mode fs.FileMode, want string) error {
 	return fmt.Errorf("progcache: %s is %s, where the cache keeps %s; it is left alone (progcache verify --fix moves it to aside/): %w", path, describeMode(mode), want, ErrNotCache)
 }
-
-func describeMode(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m.IsRegular():
-		return "a regular file"
-	}
-	return "a special file"
-}

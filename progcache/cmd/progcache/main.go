@@ -3,12 +3,13 @@
 //
 //	progcache [--json] [--mac-key-file F] stats  PATH
 //	progcache [--json] [--mac-key-file F] ls     PATH
-//	progcache [--json] [--mac-key-file F] verify PATH
+//	progcache [--json] [--mac-key-file F] verify [--fix] PATH
 //	progcache [--json] [--mac-key-file F] prune --max-size SIZE PATH
 //	progcache [--json] [--mac-key-file F] clear  PATH
 //
 // PATH is a directory (FileStream) or a file (Bolt). SIZE takes a byte
-// count with an optional unit: 500MB, 2GiB, 64KiB.
+// count with an optional unit: 500MB, 2GiB, 64KiB. stats, ls and verify
+// without --fix open the cache read-only and change nothing on disk.
 package main
 
 import (
@@ -40,29 +41,44 @@ type admin interface {
 	Totals(ctx context.Context) (progcache.Stats, error)
 }
 
-const usage = `usage: progcache [--json] [--mac-key-file FILE] COMMAND [--max-size SIZE] PATH
+const usage = `usage: progcache [--json] [--mac-key-file FILE] COMMAND [--fix] [--max-size SIZE] PATH
 
 commands:
-  stats    entries, size, and (bolt) hit, miss, eviction and corrupt counts
+  stats    entries, size, and hit, miss, eviction and corrupt counts of every session
   ls       list entries, least recently used first
-  verify   check every entry; corrupt, foreign or tampered ones are removed
+  verify   check every entry and report corrupt, foreign and unreadable ones;
+           with --fix, remove the corrupt ones and move foreign files to aside/
   prune    evict least recently used entries down to --max-size
   clear    remove every entry
 
-PATH is a cache directory (filestream) or a bolt file.
+PATH is a cache directory (filestream) or a bolt file. stats, ls and verify
+without --fix open the cache read-only and change nothing. An entry sealed
+with another MAC key (or none) is unreadable, not corrupt: it is reported
+and never removed; give the cache's key with --mac-key-file to check it.
+
+flags:
+  --json               print JSON
+  --mac-key-file FILE  file holding the cache's MAC key (16 to 64 bytes)
+  --fix                verify: remove corrupt entries, set foreign files aside
+  --max-size SIZE      prune: target size, e.g. 500MB or 2GiB
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("progcache", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.SetOutput(io.Discard)
 	asJSON := fs.Bool("json", false, "print JSON")
 	macFile := fs.String("mac-key-file", "", "file holding the cache's MAC key (16 to 64 bytes)")
 	maxSize := fs.String("max-size", "", "prune: target size, e.g. 500MB or 2GiB")
+	fix := fs.Bool("fix", false, "verify: remove corrupt entries and set foreign files aside")
 	// Flags may come before or after the command and path.
 	var pos []string
 	for rest := args; ; {
 		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(stdout, usage)
+				return 0
+			}
+			fmt.Fprintf(stderr, "progcache: %v\n\n%s", err, usage)
 			return 2
 		}
 		if fs.NArg() == 0 {
@@ -72,15 +88,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		rest = fs.Args()[1:]
 	}
 	if len(pos) != 2 {
-		fs.Usage()
+		fmt.Fprintf(stderr, "progcache: want a command and a cache path, got %d arguments\n\n%s", len(pos), usage)
 		return 2
 	}
 	cmd, path := pos[0], pos[1]
+	if *fix && cmd != "verify" {
+		fmt.Fprintf(stderr, "progcache: --fix goes with verify, not %s\n", cmd)
+		return 2
+	}
 	var rec progcache.RecordOptions
 	if *macFile != "" {
 		k, err := os.ReadFile(*macFile)
 		if err != nil {
-			fmt.Fprintln(stderr, "progcache:", err)
+			fmt.Fprintln(stderr, "progcache: --mac-key-file:", err)
 			return 1
 		}
 		rec.MACKey = k
@@ -100,36 +120,39 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "progcache: unknown command %q: want stats, ls, verify, prune or clear\n", cmd)
 		return 2
 	}
-	c, err := open(path, rec)
+	// Only prune, clear and verify --fix change the cache.
+	readOnly := cmd == "stats" || cmd == "ls" || (cmd == "verify" && !*fix)
+	c, err := open(path, rec, readOnly)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	defer c.Close()
 	out := &printer{w: stdout, json: *asJSON}
-	if err := do(context.Background(), cmd, c, limit, out); err != nil {
+	code, err := do(context.Background(), cmd, c, limit, *fix, out)
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	return 0
+	return code
 }
 
-func open(path string, rec progcache.RecordOptions) (admin, error) {
+func open(path string, rec progcache.RecordOptions, readOnly bool) (admin, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("progcache: %w", err)
+		return nil, fmt.Errorf("progcache: %w (want a cache directory or a bolt file)", err)
 	}
 	if fi.IsDir() {
 		// Refuse a directory that is neither empty nor a cache, rather than
 		// create the cache layout inside it.
 		if ents, _ := os.ReadDir(path); len(ents) > 0 {
-			if st, err := os.Stat(filepath.Join(path, "entries")); err != nil || !st.IsDir() {
-				return nil, fmt.Errorf("progcache: %s is not a progcache directory (no entries/ inside)", path)
+			if st, err := os.Lstat(filepath.Join(path, "entries")); err != nil || !st.IsDir() {
+				return nil, fmt.Errorf("progcache: %s is not a progcache directory (no entries/ inside): %w", path, progcache.ErrNotCache)
 			}
 		}
-		return progcache.OpenFileStream(path, progcache.FileStreamOptions{Record: rec})
+		return progcache.OpenFileStream(path, progcache.FileStreamOptions{Record: rec, ReadOnly: readOnly})
 	}
-	return progcache.OpenBolt(path, progcache.BoltOptions{Record: rec})
+	return progcache.OpenBolt(path, progcache.BoltOptions{Record: rec, ReadOnly: readOnly})
 }
 
 type printer struct {
@@ -147,12 +170,14 @@ func (p *printer) emit(v any, human func(w io.Writer)) {
 	human(p.w)
 }
 
-func do(ctx context.Context, cmd string, c admin, limit int64, out *printer) error {
+// do runs cmd and returns the exit code: 1 when verify without --fix
+// found something to fix.
+func do(ctx context.Context, cmd string, c admin, limit int64, fix bool, out *printer) (int, error) {
 	switch cmd {
 	case "stats":
 		s, err := c.Totals(ctx)
 		if err != nil {
-			return err
+			return 1, err
 		}
 		out.emit(s, func(w io.Writer) {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -168,49 +193,39 @@ func do(ctx context.Context, cmd string, c admin, limit int64, out *printer) err
 			fmt.Fprintf(tw, "puts\t%d\n", s.Puts)
 			fmt.Fprintf(tw, "evictions\t%d\n", s.Evictions)
 			fmt.Fprintf(tw, "too large\t%d\n", s.TooLarge)
-			fmt.Fprintf(tw, "corrupt entries removed\t%d\n", s.Corrupt)
+			fmt.Fprintf(tw, "corrupt entries\t%d\n", s.Corrupt)
+			fmt.Fprintf(tw, "unreadable (other configuration)\t%d\n", s.Unreadable)
 			tw.Flush()
 		})
 	case "ls", "verify":
-		es, err := c.Entries(ctx, cmd == "verify")
+		es, err := c.Entries(ctx, cmd == "verify" && fix)
 		if err != nil {
-			return err
+			return 1, err
 		}
 		if cmd == "verify" {
-			bad := 0
-			for _, e := range es {
-				if e.Err != "" {
-					bad++
-				}
-			}
-			out.emit(struct {
-				Checked int                   `json:"checked"`
-				Removed int                   `json:"removed"`
-				Bad     []progcache.EntryInfo `json:"bad"`
-			}{len(es), bad, onlyBad(es)}, func(w io.Writer) {
-				for _, e := range onlyBad(es) {
-					fmt.Fprintf(w, "removed %s: %s\n", e.Key, e.Err)
-				}
-				fmt.Fprintf(w, "%d entries checked, %d removed\n", len(es), bad)
-			})
-			return nil
+			return report(es, fix, out), nil
 		}
 		out.emit(es, func(w io.Writer) {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "KEY\tSIZE\tUSED\tKIND\tNAME")
 			for _, e := range es {
-				kind := e.Kind
-				if e.Err != "" {
+				kind, name := e.Kind, e.Name
+				switch {
+				case e.Foreign:
+					kind, name = "FOREIGN", e.Path
+				case e.Unreadable:
+					kind = "UNREADABLE"
+				case e.Err != "":
 					kind = "CORRUPT"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Key, formatSize(e.Size), e.Used.Format(time.RFC3339), kind, e.Name)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Key, formatSize(e.Size), e.Used.Format(time.RFC3339), kind, name)
 			}
 			tw.Flush()
 		})
 	case "prune":
 		n, err := c.Prune(ctx, limit)
 		if err != nil {
-			return err
+			return 1, err
 		}
 		s := c.Stats()
 		out.emit(struct {
@@ -223,26 +238,82 @@ func do(ctx context.Context, cmd string, c admin, limit int64, out *printer) err
 	case "clear":
 		n, err := c.Len(ctx)
 		if err != nil {
-			return err
+			return 1, err
 		}
 		if err := c.Clear(ctx); err != nil {
-			return err
+			return 1, err
 		}
 		out.emit(struct {
 			Removed int `json:"removed"`
 		}{n}, func(w io.Writer) { fmt.Fprintf(w, "removed %d entries\n", n) })
 	}
-	return nil
+	return 0, nil
 }
 
-func onlyBad(es []progcache.EntryInfo) []progcache.EntryInfo {
-	bad := []progcache.EntryInfo{}
-	for _, e := range es {
-		if e.Err != "" {
-			bad = append(bad, e)
-		}
+// report prints verify's findings and returns the exit code: 1 when
+// corrupt entries or foreign files were found and left (no --fix).
+// Unreadable entries are another configuration's, not damage: they never
+// fail verify.
+func report(es []progcache.EntryInfo, fix bool, out *printer) int {
+	var v struct {
+		Checked    int                   `json:"checked"`
+		Corrupt    int                   `json:"corrupt"`
+		Removed    int                   `json:"removed"`
+		Foreign    int                   `json:"foreign"`
+		MovedAside int                   `json:"moved_aside"`
+		Unreadable int                   `json:"unreadable"`
+		Bad        []progcache.EntryInfo `json:"bad"`
 	}
-	return bad
+	v.Bad = []progcache.EntryInfo{}
+	for _, e := range es {
+		switch {
+		case e.Foreign:
+			v.Foreign++
+			if e.MovedTo != "" {
+				v.MovedAside++
+			}
+		case e.Unreadable:
+			v.Unreadable++
+		case e.Err != "":
+			v.Corrupt++
+			if fix {
+				v.Removed++
+			}
+		default:
+			v.Checked++
+			continue
+		}
+		v.Checked++
+		v.Bad = append(v.Bad, e)
+	}
+	out.emit(v, func(w io.Writer) {
+		for _, e := range v.Bad {
+			switch {
+			case e.Foreign && e.MovedTo != "":
+				fmt.Fprintf(w, "foreign %s: moved to %s\n", e.Path, e.MovedTo)
+			case e.Foreign:
+				fmt.Fprintf(w, "foreign %s: %s\n", e.Path, e.Err)
+			case e.Unreadable:
+				fmt.Fprintf(w, "unreadable %s (kept): %s\n", e.Key, e.Err)
+			case fix:
+				fmt.Fprintf(w, "removed %s: %s\n", e.Key, e.Err)
+			default:
+				fmt.Fprintf(w, "corrupt %s: %s\n", e.Key, e.Err)
+			}
+		}
+		fmt.Fprintf(w, "%d entries checked: %d corrupt (%d removed), %d foreign (%d moved aside), %d unreadable with this configuration (kept)\n",
+			v.Checked, v.Corrupt, v.Removed, v.Foreign, v.MovedAside, v.Unreadable)
+		if !fix && v.Corrupt+v.Foreign > 0 {
+			fmt.Fprintln(w, "run progcache verify --fix to remove the corrupt entries and move foreign files to aside/")
+		}
+		if v.Unreadable > 0 {
+			fmt.Fprintln(w, "unreadable entries were sealed by another configuration (another MAC key, or none): give the cache's key with --mac-key-file to check them")
+		}
+	})
+	if !fix && v.Corrupt+v.Foreign > 0 {
+		return 1
+	}
+	return 0
 }
 
 var errSize = errors.New("want a byte count with an optional unit: B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), e.g. 500MB")

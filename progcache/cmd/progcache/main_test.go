@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/cachetest"
@@ -95,7 +98,7 @@ func TestCLI(t *testing.T) {
 				t.Errorf("ls entry %+v", es[0])
 			}
 			out, code = runCLI(t, "verify", path)
-			if code != 0 || !strings.Contains(out, "5 entries checked, 0 removed") {
+			if code != 0 || !strings.Contains(out, "5 entries checked: 0 corrupt") {
 				t.Fatalf("verify: %d %s", code, out)
 			}
 			out, code = runCLI(t, "prune", "--max-size", "3KiB", "--json", path)
@@ -111,7 +114,7 @@ func TestCLI(t *testing.T) {
 	}
 }
 
-func TestCLIVerifyRemovesCorrupt(t *testing.T) {
+func TestCLIVerifyRemovesCorruptOnlyWithFix(t *testing.T) {
 	dir := t.TempDir()
 	c, _ := progcache.OpenFileStream(dir, progcache.FileStreamOptions{})
 	fill(t, c, 2)
@@ -119,12 +122,141 @@ func TestCLIVerifyRemovesCorrupt(t *testing.T) {
 	p := filepath.Join(dir, "entries", k[:2], k)
 	os.WriteFile(p, []byte("garbage"), 0o600)
 	out, code := runCLI(t, "--json", "verify", dir)
-	var v struct{ Checked, Removed int }
+	var v struct{ Checked, Corrupt, Removed int }
+	if code != 1 || json.Unmarshal([]byte(out), &v) != nil || v.Checked != 2 || v.Corrupt != 1 || v.Removed != 0 {
+		t.Fatalf("verify without --fix: %d %s; want exit 1, the corrupt entry reported, nothing removed", code, out)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal("verify without --fix removed the corrupt entry")
+	}
+	out, code = runCLI(t, "--json", "verify", "--fix", dir)
 	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.Checked != 2 || v.Removed != 1 {
-		t.Fatalf("verify: %d %s", code, out)
+		t.Fatalf("verify --fix: %d %s", code, out)
 	}
 	if _, err := os.Stat(p); !os.IsNotExist(err) {
-		t.Error("verify must remove the corrupt entry")
+		t.Error("verify --fix must remove the corrupt entry")
+	}
+}
+
+// treeState records every file under dir (mode, size, mtime, content).
+func treeState(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		s := fmt.Sprintf("%v %d %d", fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
+		if fi.Mode().IsRegular() {
+			b, _ := os.ReadFile(p)
+			s += " " + string(b)
+		}
+		out[p] = s
+		return nil
+	})
+	return out
+}
+
+// Before: stats, ls and verify saved counters, refreshed access times and
+// removed entries; on a file that was not a cache they renamed it aside
+// and wrote a new bolt file in its place.
+func TestCLIReadOnlyCommandsChangeNothing(t *testing.T) {
+	fsDir := filepath.Join(t.TempDir(), "fs")
+	fsc, err := progcache.OpenFileStream(fsDir, progcache.FileStreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, fsc, 5)
+	boltDir := t.TempDir()
+	bc, err := progcache.OpenBolt(filepath.Join(boltDir, "c.db"), progcache.BoltOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, bc, 5)
+	// Make every entry look old, so a hit would refresh it.
+	old := time.Now().Add(-3 * time.Hour)
+	filepath.WalkDir(fsDir, func(p string, d fs.DirEntry, err error) error {
+		os.Chtimes(p, old, old)
+		return nil
+	})
+	notes := t.TempDir()
+	os.WriteFile(filepath.Join(notes, "notes.md"), []byte("# my notes\n"), 0o644)
+	for _, tc := range []struct {
+		name, dir, path string
+		code            int
+	}{
+		{"filestream", fsDir, fsDir, 0},
+		{"bolt", boltDir, filepath.Join(boltDir, "c.db"), 0},
+		{"not a cache", notes, filepath.Join(notes, "notes.md"), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := treeState(t, tc.dir)
+			for _, args := range [][]string{{"stats"}, {"--json", "stats"}, {"ls"}, {"--json", "ls"}, {"verify"}, {"--json", "verify"}} {
+				out, code := runCLI(t, append(args, tc.path)...)
+				if code != tc.code {
+					t.Errorf("%v: exit %d, want %d: %s", args, code, tc.code, out)
+				}
+				if tc.code != 0 && !strings.Contains(out, tc.path) {
+					t.Errorf("%v: the error must name the path: %s", args, out)
+				}
+			}
+			after := treeState(t, tc.dir)
+			for p, s := range before {
+				if after[p] != s {
+					t.Errorf("%s changed or vanished", p)
+				}
+			}
+			for p := range after {
+				if _, ok := before[p]; !ok {
+					t.Errorf("%s was created", p)
+				}
+			}
+		})
+	}
+}
+
+// Before: verify without the MAC key deleted every good entry of a keyed
+// cache, "a MAC key mismatch?". Entries of another configuration are
+// unreadable, reported, and never removed, with or without --fix.
+func TestCLIVerifyWithoutMACKeyKeepsEntries(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	keyFile := filepath.Join(t.TempDir(), "key")
+	os.WriteFile(keyFile, key, 0o600)
+	rec := progcache.RecordOptions{MACKey: key}
+	fsDir := t.TempDir()
+	fsc, _ := progcache.OpenFileStream(fsDir, progcache.FileStreamOptions{Record: rec})
+	fill(t, fsc, 20)
+	boltPath := filepath.Join(t.TempDir(), "c.db")
+	bc, _ := progcache.OpenBolt(boltPath, progcache.BoltOptions{Record: rec})
+	fill(t, bc, 20)
+	for name, path := range map[string]string{"filestream": fsDir, "bolt": boltPath} {
+		t.Run(name, func(t *testing.T) {
+			for _, args := range [][]string{{"--json", "verify"}, {"--json", "verify", "--fix"}} {
+				out, code := runCLI(t, append(args, path)...)
+				var v struct{ Checked, Corrupt, Removed, Unreadable int }
+				if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.Checked != 20 || v.Unreadable != 20 || v.Removed != 0 || v.Corrupt != 0 {
+					t.Fatalf("%v without the key: exit %d %s; want 20 unreadable, none removed", args, code, out)
+				}
+			}
+			out, code := runCLI(t, "--json", "--mac-key-file", keyFile, "verify", path)
+			var v struct{ Checked, Corrupt, Unreadable int }
+			if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.Checked != 20 || v.Corrupt != 0 || v.Unreadable != 0 {
+				t.Fatalf("verify with the key after: %d %s; want 20 good entries", code, out)
+			}
+		})
+	}
+}
+
+func TestCLIHelp(t *testing.T) {
+	for _, arg := range []string{"-h", "--help"} {
+		var out, errb bytes.Buffer
+		if code := run([]string{arg}, &out, &errb); code != 0 || !strings.Contains(out.String(), "usage: progcache") {
+			t.Errorf("%s: exit %d, stdout %q; want the usage on stdout and 0", arg, code, out.String())
+		}
 	}
 }
 
