@@ -177,6 +177,9 @@ func TestCLIReadOnlyCommandsChangeNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	fill(t, bc, 5)
+	// A corrupt entry, which a verify that changed things would remove.
+	k := cachetest.KeyN(0).String()
+	os.WriteFile(filepath.Join(fsDir, "entries", k[:2], k), []byte("garbage"), 0o600)
 	// Make every entry look old, so a hit would refresh it.
 	old := time.Now().Add(-3 * time.Hour)
 	filepath.WalkDir(fsDir, func(p string, d fs.DirEntry, err error) error {
@@ -186,19 +189,23 @@ func TestCLIReadOnlyCommandsChangeNothing(t *testing.T) {
 	notes := t.TempDir()
 	os.WriteFile(filepath.Join(notes, "notes.md"), []byte("# my notes\n"), 0o644)
 	for _, tc := range []struct {
-		name, dir, path string
-		code            int
+		name, dir, path  string
+		code, verifyCode int // exit codes of stats and ls, and of verify
 	}{
-		{"filestream", fsDir, fsDir, 0},
-		{"bolt", boltDir, filepath.Join(boltDir, "c.db"), 0},
-		{"not a cache", notes, filepath.Join(notes, "notes.md"), 1},
+		{"filestream", fsDir, fsDir, 0, 1}, // verify found the corrupt entry
+		{"bolt", boltDir, filepath.Join(boltDir, "c.db"), 0, 0},
+		{"not a cache", notes, filepath.Join(notes, "notes.md"), 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := treeState(t, tc.dir)
 			for _, args := range [][]string{{"stats"}, {"--json", "stats"}, {"ls"}, {"--json", "ls"}, {"verify"}, {"--json", "verify"}} {
 				out, code := runCLI(t, append(args, tc.path)...)
-				if code != tc.code {
-					t.Errorf("%v: exit %d, want %d: %s", args, code, tc.code, out)
+				want := tc.code
+				if args[len(args)-1] == "verify" {
+					want = tc.verifyCode
+				}
+				if code != want {
+					t.Errorf("%v: exit %d, want %d: %s", args, code, want, out)
 				}
 				if tc.code != 0 && !strings.Contains(out, tc.path) {
 					t.Errorf("%v: the error must name the path: %s", args, out)
