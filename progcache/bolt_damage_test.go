@@ -194,6 +194,32 @@ func damageOK(err error) bool {
 	return err == nil || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotCache)
 }
 
+// damageReads runs the reading operations on a cache over a damaged file:
+// each may fail only as damageOK allows, and a hit must be the object
+// stored.
+func damageReads(ctx context.Context, c *Bolt, entries int) []error {
+	var errs []error
+	check := func(op string, err error) {
+		if !damageOK(err) {
+			errs = append(errs, fmt.Errorf("%s: %v", op, err))
+		}
+	}
+	_, err := c.Len(ctx)
+	check("Len", err)
+	for n := range entries {
+		got, ok, err := c.Get(ctx, testKey(n))
+		check("Get", err)
+		if ok && !got.Equal(testObject(n, damageSize(n))) {
+			errs = append(errs, fmt.Errorf("Get %d returned a wrong object", n))
+		}
+	}
+	_, err = c.Entries(ctx, false)
+	check("Entries", err)
+	_, err = c.Totals(ctx)
+	check("Totals", err)
+	return errs
+}
+
 // exerciseDamaged opens the damaged file at p read-write and runs every
 // operation; it returns what went wrong, if anything.
 func exerciseDamaged(p string, entries int) error {
@@ -210,25 +236,12 @@ func exerciseDamaged(p string, entries int) error {
 		return nil
 	}
 	defer c.Close()
-	var errs []error
+	errs := damageReads(ctx, c, entries)
 	check := func(op string, err error) {
 		if !damageOK(err) {
 			errs = append(errs, fmt.Errorf("%s: %v", op, err))
 		}
 	}
-	_, err = c.Len(ctx)
-	check("Len", err)
-	for n := range entries {
-		got, ok, err := c.Get(ctx, testKey(n))
-		check("Get", err)
-		if ok && !got.Equal(testObject(n, damageSize(n))) {
-			errs = append(errs, fmt.Errorf("Get %d returned a wrong object", n))
-		}
-	}
-	_, err = c.Entries(ctx, false)
-	check("Entries", err)
-	_, err = c.Totals(ctx)
-	check("Totals", err)
 	newKey := testKey(entries + 1)
 	check("Put", c.Put(ctx, newKey, testObject(entries+1, 500)))
 	if got, ok, err := c.Get(ctx, newKey); err != nil || (ok && !got.Equal(testObject(entries+1, 500))) {
@@ -410,24 +423,7 @@ func exerciseReadOnly(p string, b []byte) error {
 			errs = append(errs, fmt.Errorf("open: %v; want nil, ErrNotCache or ErrCorrupt", err))
 		}
 	} else {
-		check := func(op string, err error) {
-			if !damageOK(err) {
-				errs = append(errs, fmt.Errorf("%s: %v", op, err))
-			}
-		}
-		_, err = c.Len(ctx)
-		check("Len", err)
-		for n := range damageEntries {
-			got, ok, err := c.Get(ctx, testKey(n))
-			check("Get", err)
-			if ok && !got.Equal(testObject(n, damageSize(n))) {
-				errs = append(errs, fmt.Errorf("Get %d returned a wrong object", n))
-			}
-		}
-		_, err = c.Entries(ctx, false)
-		check("Entries", err)
-		_, err = c.Totals(ctx)
-		check("Totals", err)
+		errs = append(errs, damageReads(ctx, c, damageEntries)...)
 		for op, err := range map[string]error{
 			"Put":    c.Put(ctx, testKey(1), testObject(1, 10)),
 			"Delete": c.Delete(ctx, testKey(1)),
@@ -437,7 +433,9 @@ func exerciseReadOnly(p string, b []byte) error {
 				errs = append(errs, fmt.Errorf("%s on a read-only cache = %v, want ErrReadOnly", op, err))
 			}
 		}
-		check("Close", c.Close())
+		if err := c.Close(); !damageOK(err) {
+			errs = append(errs, fmt.Errorf("Close: %v", err))
+		}
 	}
 	after, err := os.Stat(p)
 	if err != nil {
