@@ -13,8 +13,6 @@ package progcache
 // changes nothing: there is no second lookup.
 
 import (
-	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"time"
@@ -176,49 +174,6 @@ func (d *cacheDir) create(name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), d.join(name)), nil
 }
 
-// readSmall reads a small regular file whole (at most limit bytes); a
-// link, pipe or device is foreign.
-func (d *cacheDir) readSmall(name string, limit int) ([]byte, error) {
-	var fd int
-	err := ignoringEINTR(func() (err error) {
-		fd, err = unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-		return err
-	})
-	if err != nil {
-		if err == unix.ELOOP {
-			return nil, foreignError(d.join(name), fs.ModeSymlink, "a file")
-		}
-		return nil, &fs.PathError{Op: "open", Path: d.join(name), Err: err}
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
-		return nil, &fs.PathError{Op: "stat", Path: d.join(name), Err: err}
-	}
-	if s := statOf(&st); !s.mode.IsRegular() {
-		return nil, foreignError(d.join(name), s.mode, "a file")
-	}
-	b := make([]byte, limit+1)
-	n := 0
-	for n < len(b) {
-		m, err := unix.Read(fd, b[n:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: d.join(name), Err: err}
-		}
-		if m == 0 {
-			break
-		}
-		n += m
-	}
-	if n > limit {
-		return nil, fmt.Errorf("progcache: %s is over %d bytes: not a file this cache wrote: %w", d.join(name), limit, ErrNotCache)
-	}
-	return b[:n], nil
-}
-
 func (d *cacheDir) remove(name string) error {
 	if err := unix.Unlinkat(d.fd, name, 0); err != nil {
 		return &fs.PathError{Op: "remove", Path: d.join(name), Err: err}
@@ -243,15 +198,6 @@ func (d *cacheDir) link(name string, to *cacheDir, toName string) error {
 	return nil
 }
 
-// chtimes sets name's access and modification times, or a link's own.
-func (d *cacheDir) chtimes(name string, t time.Time) error {
-	ts := unix.NsecToTimespec(t.UnixNano())
-	if err := unix.UtimesNanoAt(d.fd, name, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return &fs.PathError{Op: "chtimes", Path: d.join(name), Err: err}
-	}
-	return nil
-}
-
 func (d *cacheDir) sync() error {
 	if err := unix.Fsync(d.fd); err != nil {
 		return &fs.PathError{Op: "sync", Path: d.path, Err: err}
@@ -265,14 +211,6 @@ func (d *cacheDir) close() error {
 	}
 	return unix.Close(d.fd)
 }
-
-// isNotDir reports an error that means a path component is not a
-// directory (a file where a shard directory belongs).
-func isNotDir(err error) bool { return errors.Is(err, unix.ENOTDIR) }
-
-// isLoop reports an error that means a link was met where none is
-// followed.
-func isLoop(err error) bool { return errors.Is(err, unix.ELOOP) }
 
 // sameIdentity reports whether s and o are the same file (device and
 // inode), whatever its size and times.

@@ -19,7 +19,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 )
 
@@ -134,10 +133,6 @@ func (d *cacheDir) link(name string, to *cacheDir, toName string) error {
 	return d.root.Link(d.name(name), to.name(toName))
 }
 
-func (d *cacheDir) chtimes(name string, t time.Time) error {
-	return d.root.Chtimes(d.name(name), t, t)
-}
-
 // sync is a no-op: Windows cannot flush a directory handle, and NTFS
 // journals the rename itself.
 func (d *cacheDir) sync() error { return nil }
@@ -148,13 +143,6 @@ func (d *cacheDir) close() error {
 	}
 	return d.root.Close()
 }
-
-func isNotDir(err error) bool {
-	var pe *fs.PathError
-	return errors.As(err, &pe) && errors.Is(pe.Err, syscall.ENOTDIR)
-}
-
-func isLoop(err error) bool { return false }
 
 type entryFile struct {
 	f    *os.File

@@ -4,45 +4,87 @@ package progcache
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// entryFile is an entry file open for reading, and its fstat.
+// entryFile is an entry file open for reading, and its fstat. Its path is
+// kept in parts and joined only for a message, so a hit builds no string.
 type entryFile struct {
-	fd   int
-	st   fileStat
-	path string
+	fd               int
+	st               fileStat
+	dir, shard, name string
+}
+
+func (e *entryFile) path() string {
+	if e.shard == "" {
+		return e.dir + string(os.PathSeparator) + e.name
+	}
+	return e.dir + string(os.PathSeparator) + e.shard + string(os.PathSeparator) + e.name
 }
 
 // openEntry opens entries/shard/name for reading without following a link
 // anywhere and without blocking (a named pipe opens at once), and checks
 // that it is a regular file: anything else is foreign (ErrNotCache).
 func (d *cacheDir) openEntry(shard, name string) (entryFile, error) {
-	e := entryFile{path: d.join(shard) + "/" + name}
+	e := entryFile{dir: d.path, shard: shard, name: name}
 	fd, err := d.openEntryFD(shard, name)
 	if err != nil {
 		switch {
 		case err == unix.ENOENT:
-			return e, &fs.PathError{Op: "open", Path: e.path, Err: err}
+			return e, &fs.PathError{Op: "open", Path: e.path(), Err: err}
 		case err == unix.ENOTDIR, err == unix.ELOOP, err == unix.EXDEV:
 			return e, d.describeForeign(shard, name)
 		}
-		return e, &fs.PathError{Op: "open", Path: e.path, Err: err}
+		return e, &fs.PathError{Op: "open", Path: e.path(), Err: err}
 	}
+	e.fd = fd
+	return e, e.check()
+}
+
+// check reads the open file's fstat and makes sure it is a regular file;
+// otherwise it closes the file.
+func (e *entryFile) check() error {
 	var st unix.Stat_t
-	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
-		unix.Close(fd)
-		return e, &fs.PathError{Op: "stat", Path: e.path, Err: err}
+	if err := ignoringEINTR(func() error { return unix.Fstat(e.fd, &st) }); err != nil {
+		unix.Close(e.fd)
+		return &fs.PathError{Op: "stat", Path: e.path(), Err: err}
 	}
-	e.fd, e.st = fd, statOf(&st)
+	e.st = statOf(&st)
 	if !e.st.mode.IsRegular() {
-		unix.Close(fd)
-		return e, foreignError(e.path, e.st.mode, "a regular file")
+		unix.Close(e.fd)
+		return foreignError(e.path(), e.st.mode, "a regular file")
 	}
-	return e, nil
+	return nil
+}
+
+// readSmall reads a small regular file whole (at most limit bytes); a
+// link, pipe or device is foreign.
+func (d *cacheDir) readSmall(name string, limit int) ([]byte, error) {
+	var fd int
+	err := ignoringEINTR(func() (err error) {
+		fd, err = unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if err == unix.ELOOP {
+		return nil, foreignError(d.join(name), fs.ModeSymlink, "a file")
+	}
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: d.join(name), Err: err}
+	}
+	e := entryFile{fd: fd, dir: d.path, name: name}
+	if err := e.check(); err != nil {
+		return nil, err
+	}
+	defer e.close()
+	if e.st.size > int64(limit) {
+		return nil, fmt.Errorf("progcache: %s is %d bytes, over %d: not a file this cache wrote: %w", e.path(), e.st.size, limit, ErrNotCache)
+	}
+	return e.read(context.Background(), e.st.size)
 }
 
 // describeForeign names what is in the way of entries/shard/name.
@@ -82,7 +124,7 @@ func (e *entryFile) read(ctx context.Context, n int64) ([]byte, error) {
 			continue
 		}
 		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: e.path, Err: err}
+			return nil, &fs.PathError{Op: "read", Path: e.path(), Err: err}
 		}
 		if m == 0 {
 			return b[:off], nil
