@@ -12,9 +12,10 @@ package progcache
 // created with O_EXCL and refreshes its mtime (a heartbeat) every
 // LockLease/4 while it compiles (filestream_lock.go). A process that finds
 // the lock polls the cache and the lock; when the heartbeat is older than
-// the holder's lease (written in the lock file) the holder is presumed dead and the lock is broken the way pruning removes a victim
-// (rename to trash, compare identity, put back on a mismatch), so two
-// waiters never remove a lock a third has just taken. A live holder keeps
+// the holder's lease (written in the lock file) the holder is presumed
+// dead and the lock is broken the way pruning removes a victim (rename to
+// trash, compare identity, put back on a mismatch), so two waiters never
+// remove a lock a third has just taken. A live holder keeps
 // refreshing its heartbeat, so it keeps its lock however long it compiles.
 
 import (
