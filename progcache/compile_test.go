@@ -296,6 +296,18 @@ func TestGetOrCompileLiveHolderKeepsLock(t *testing.T) {
 	dir := t.TempDir()
 	a := openFS(t, dir, FileStreamOptions{LockLease: lease})
 	b := openFS(t, dir, FileStreamOptions{LockLease: lease})
+	// b keeps finding a live lock for three leases while a compiles.
+	if n := waiterCompiles(t, a, b, 3*lease); n != 0 {
+		t.Fatalf("a waiter compiled %d times while a live holder compiled past the lease", n)
+	}
+}
+
+// waiterCompiles has a take key 3's lock and compile until b, waiting for
+// the same key, has polled the lock for hold (or compiled). It returns how
+// often b compiled, and fails t unless both end without an error and b
+// got a's object when it did not compile.
+func waiterCompiles(t *testing.T, a, b *FileStream, hold time.Duration) int32 {
+	t.Helper()
 	locked := make(chan struct{})
 	a.hooks.lockHeld = func() { close(locked) }
 	release := make(chan struct{})
@@ -308,11 +320,10 @@ func TestGetOrCompileLiveHolderKeepsLock(t *testing.T) {
 		aDone <- err
 	}()
 	<-locked
-	start := time.Now()
-	polled := make(chan struct{}, 1)
+	polls := make(chan struct{}, 1)
 	b.hooks.lockPolled = func() {
 		select {
-		case polled <- struct{}{}:
+		case polls <- struct{}{}:
 		default:
 		}
 	}
@@ -323,14 +334,16 @@ func TestGetOrCompileLiveHolderKeepsLock(t *testing.T) {
 			bCompiles.Add(1)
 			return testObject(99, 1), nil
 		})
-		if err == nil && !obj.Equal(testObject(3, 100)) {
+		if err == nil && bCompiles.Load() == 0 && !obj.Equal(testObject(3, 100)) {
 			err = errors.New("b did not get a's object")
 		}
 		bDone <- err
 	}()
-	// b keeps finding a live lock for three leases while a compiles.
-	for time.Since(start) < 3*lease {
-		<-polled
+	for start := time.Now(); time.Since(start) < hold && bCompiles.Load() == 0; {
+		select {
+		case <-polls:
+		case <-time.After(hold / 10):
+		}
 	}
 	close(release)
 	if err := <-aDone; err != nil {
@@ -339,7 +352,5 @@ func TestGetOrCompileLiveHolderKeepsLock(t *testing.T) {
 	if err := <-bDone; err != nil {
 		t.Fatal(err)
 	}
-	if n := bCompiles.Load(); n != 0 {
-		t.Fatalf("a waiter compiled %d times while a live holder compiled past the lease", n)
-	}
+	return bCompiles.Load()
 }

@@ -385,51 +385,9 @@ func TestGetOrCompileWaiterHonoursHolderLease(t *testing.T) {
 	dir := t.TempDir()
 	a := openFS(t, dir, FileStreamOptions{LockLease: 2 * time.Second}) // heartbeat every 500 ms
 	b := openFS(t, dir, FileStreamOptions{LockLease: 50 * time.Millisecond})
-	locked := make(chan struct{})
-	a.hooks.lockHeld = func() { close(locked) }
-	release := make(chan struct{})
-	aDone := make(chan error, 1)
-	go func() {
-		_, err := GetOrCompile(context.Background(), a, testKey(3), func(context.Context) (Object, error) {
-			<-release
-			return testObject(3, 100), nil
-		})
-		aDone <- err
-	}()
-	<-locked
-	polls := make(chan struct{}, 1)
-	b.hooks.lockPolled = func() {
-		select {
-		case polls <- struct{}{}:
-		default:
-		}
-	}
-	var bCompiles atomic.Int32
-	bDone := make(chan error, 1)
-	go func() {
-		_, err := GetOrCompile(context.Background(), b, testKey(3), func(context.Context) (Object, error) {
-			bCompiles.Add(1)
-			return testObject(99, 1), nil
-		})
-		bDone <- err
-	}()
 	// b polls past its own lease many times over while a's heartbeat is up
 	// to 500 ms old.
-	start := time.Now()
-	for time.Since(start) < 1200*time.Millisecond && bCompiles.Load() == 0 {
-		select {
-		case <-polls:
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	close(release)
-	if err := <-aDone; err != nil {
-		t.Fatal(err)
-	}
-	if err := <-bDone; err != nil {
-		t.Fatal(err)
-	}
-	if n := bCompiles.Load(); n != 0 {
+	if n := waiterCompiles(t, a, b, 1200*time.Millisecond); n != 0 {
 		t.Fatalf("a waiter with a shorter lease broke a live holder's lock and compiled %d times", n)
 	}
 }
