@@ -225,3 +225,31 @@ func TestFileStreamCloseDuringOperations(t *testing.T) {
 		}
 	}
 }
+
+// TestEntryReadHonoursContext: a read larger than one chunk looks at its
+// context between chunks, so an abandoned Get of a large entry stops.
+func TestEntryReadHonoursContext(t *testing.T) {
+	dir := t.TempDir()
+	os.Mkdir(filepath.Join(dir, "ab"), dirPerm)
+	if err := os.WriteFile(filepath.Join(dir, "ab", "big"), make([]byte, 3*readChunk), filePerm); err != nil {
+		t.Fatal(err)
+	}
+	d, err := openRootDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	e, err := d.openEntry("ab", "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.read(ctx, e.st.size); !errors.Is(err, context.Canceled) {
+		t.Errorf("read of %d bytes with a cancelled context: %v, want context.Canceled", e.st.size, err)
+	}
+	if b, err := e.read(context.Background(), e.st.size); err != nil || int64(len(b)) != e.st.size {
+		t.Errorf("read = %d bytes, %v", len(b), err)
+	}
+}
