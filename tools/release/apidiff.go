@@ -24,11 +24,13 @@ type APIReport struct {
 }
 
 // CompareAPI compares the exported API of module in the work tree with its
-// last tag, loading both with GOWORK=off against their own go.mod, and
+// last tag, loading both with GOWORK=off against their own go.mod (the work
+// tree's through alone, so its in-repo requirements resolve through the
+// rehearsal; nil loads it with the plain environment), and
 // judges whether version permits the changes: an incompatible change needs
 // a major bump from v1 on, and a minor bump below v1 (as gorelease rules);
 // a compatible addition needs at least a minor bump.
-func CompareAPI(repo, module, version string) (*APIReport, error) {
+func CompareAPI(repo, module, version string, alone *Alone) (*APIReport, error) {
 	rep := &APIReport{Module: module, New: version, Allowed: true}
 	last, err := LastTag(repo, module)
 	if err != nil {
@@ -45,7 +47,7 @@ func CompareAPI(repo, module, version string) (*APIReport, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	// The whole tree at the tag, so relative replaces resolve as they did.
+	// The whole tree at the tag, as it was released.
 	tarball := filepath.Join(tmp, "old.tar")
 	if _, err := run(repo, nil, "git", "archive", "--format=tar", "-o", tarball, TagName(module, last)); err != nil {
 		return nil, err
@@ -61,11 +63,15 @@ func CompareAPI(repo, module, version string) (*APIReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	oldMod, err := loadModule(filepath.Join(oldRoot, module), f.Module.Mod.Path)
+	oldMod, err := loadModule(filepath.Join(oldRoot, module), f.Module.Mod.Path, []string{"GOWORK=off", "GOFLAGS=-mod=mod"})
 	if err != nil {
 		return nil, fmt.Errorf("loading %s at %s: %w", module, last, err)
 	}
-	newMod, err := loadModule(filepath.Join(repo, module), f.Module.Mod.Path)
+	newEnv := []string{"GOWORK=off", "GOFLAGS=-mod=mod"}
+	if alone != nil {
+		newEnv = alone.Env()
+	}
+	newMod, err := loadModule(filepath.Join(repo, module), f.Module.Mod.Path, newEnv)
 	if err != nil {
 		return nil, fmt.Errorf("loading %s in the work tree: %w", module, err)
 	}
@@ -105,11 +111,11 @@ func (rep *APIReport) judge() {
 
 // loadModule type-checks the non-internal, non-main packages of the module
 // in dir.
-func loadModule(dir, path string) (*apidiff.Module, error) {
+func loadModule(dir, path string, env []string) (*apidiff.Module, error) {
 	cfg := &packages.Config{
 		Mode: packages.NeedName | packages.NeedTypes,
 		Dir:  dir,
-		Env:  append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod"),
+		Env:  append(os.Environ(), env...),
 	}
 	pkgs, err := packages.Load(cfg, "./...")
 	if err != nil {

@@ -15,6 +15,11 @@ type Options struct {
 	SkipTests bool
 	// SkipAPI skips the API compatibility comparison with the last tag.
 	SkipAPI bool
+	// Rehearsal resolves in-repo requirements for the GOWORK=off steps;
+	// Check and Tag build one (in RehearsalDir) when it is nil.
+	Rehearsal *Rehearsal
+	// RehearsalDir is where that rehearsal lives ("" for the default).
+	RehearsalDir string
 	// Pending are tags to be created earlier in the same run, as
 	// module -> version: a requirement on one of them counts as released.
 	Pending map[string]string
@@ -40,13 +45,23 @@ func (e *CheckError) Error() string {
 }
 
 // Check verifies that module is ready to be tagged at its versions.yaml
-// version: the work tree is clean, `go mod tidy` is a no-op, its tests pass
-// on its own go.mod (GOWORK=off), its CHANGELOG has the entry, its in-repo
-// requirements name released (or pending) versions and are replaced by
-// their folders, the tag does not exist yet, and its exported API is
-// compatible with its last tag unless the version says otherwise. It returns
-// the version, and a *CheckError listing every problem found.
+// version: the work tree is clean, its go.mod has no replace directive,
+// `go mod tidy` is a no-op and its tests pass on its own go.mod (GOWORK=off,
+// in-repo requirements through the rehearsal proxy), its zip carries a
+// license, its CHANGELOG has the entry, its in-repo requirements name
+// released (or pending) versions, the tag does not exist yet, and its
+// exported API is compatible with its last tag unless the version says
+// otherwise. It returns the version, and a *CheckError listing every
+// problem found.
 func Check(repo, module string, opts Options) (string, error) {
+	if opts.Rehearsal == nil {
+		r, err := NewRehearsal(repo, opts.RehearsalDir)
+		if err != nil {
+			return "", err
+		}
+		defer r.Close()
+		opts.Rehearsal = r
+	}
 	vers, err := ReadVersions(repo)
 	if err != nil {
 		return "", err
@@ -97,21 +112,30 @@ func Check(repo, module string, opts Options) (string, error) {
 				r.Mod.Path, r.Mod.Version, dep)
 		}
 	}
-	problems = append(problems, CheckReplaces(f, module)...)
+	problems = append(problems, CheckNoReplace(f, module)...)
+	if err := CheckVCSLicense(repo, module, "HEAD"); err != nil {
+		add("%v", err)
+	}
 
-	env := []string{"GOWORK=off", "GOFLAGS=-mod=mod"}
-	opts.logf("%s: go mod tidy -diff", module)
-	if out, err := run(dir, []string{"GOWORK=off"}, "go", "mod", "tidy", "-diff"); err != nil {
-		add("go mod tidy is not a no-op:\n%s", strings.TrimSpace(out))
+	alone, err := opts.Rehearsal.Alone(module)
+	if err != nil {
+		return "", err
+	}
+	defer alone.Close()
+	opts.logf("%s: go mod tidy (GOWORK=off)", module)
+	if diff, err := alone.Tidy(false); err != nil {
+		add("go mod tidy fails: %v", err)
+	} else if diff != "" {
+		add("go mod tidy is not a no-op (run `go tool task tidy`):\n%s", diff)
 	}
 	if !opts.SkipTests {
 		opts.logf("%s: go test ./... (GOWORK=off)", module)
-		if out, err := run(dir, env, "go", "test", "-count=1", "./..."); err != nil {
+		if out, err := alone.Run(nil, "test", "-count=1", "./..."); err != nil {
 			add("tests fail:\n%s", strings.TrimSpace(out))
 		}
 	}
 	if !opts.SkipAPI {
-		rep, err := CompareAPI(repo, module, version)
+		rep, err := CompareAPI(repo, module, version, alone)
 		switch {
 		case err != nil:
 			add("api comparison failed: %v", err)
@@ -184,6 +208,14 @@ func Tag(repo string, modules []string, create bool, opts Options) ([]string, er
 	}
 	if opts.Pending == nil {
 		opts.Pending = map[string]string{}
+	}
+	if opts.Rehearsal == nil {
+		r, err := NewRehearsal(repo, opts.RehearsalDir)
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		opts.Rehearsal = r
 	}
 	var tags []string
 	for _, m := range ordered {

@@ -28,98 +28,24 @@ func folderOf(path string) string {
 	return ""
 }
 
-// relReplace is the replace target module's go.mod must use for dep: the
-// relative path from module's folder to dep's folder.
-func relReplace(module, dep string) string {
-	rel, err := filepath.Rel(filepath.FromSlash(module), filepath.FromSlash(dep))
-	if err != nil {
-		return ""
-	}
-	rel = filepath.ToSlash(rel)
-	if !strings.HasPrefix(rel, ".") {
-		rel = "./" + rel
-	}
-	return rel
-}
-
-// SyncReplaces makes module's go.mod carry, for each in-repo requirement, a
-// replace directive pointing at that module's folder, and drops replaces of
-// in-repo modules it no longer requires. It reports whether it changed the
-// file.
-func SyncReplaces(repo, module string) (bool, error) {
-	f, err := ReadGoMod(repo, module)
-	if err != nil {
-		return false, err
-	}
-	changed := false
-	required := map[string]bool{}
-	for _, r := range f.Require {
-		dep := folderOf(r.Mod.Path)
-		if dep == "" {
-			continue
-		}
-		required[r.Mod.Path] = true
-		want := relReplace(module, dep)
-		ok := false
-		for _, rep := range f.Replace {
-			if rep.Old.Path == r.Mod.Path && rep.New.Path == want && rep.Old.Version == "" {
-				ok = true
-			}
-		}
-		if !ok {
-			if err := f.DropReplace(r.Mod.Path, ""); err != nil {
-				return false, err
-			}
-			if err := f.AddReplace(r.Mod.Path, "", want, ""); err != nil {
-				return false, err
-			}
-			changed = true
-		}
-	}
-	for _, rep := range f.Replace {
-		if folderOf(rep.Old.Path) != "" && !required[rep.Old.Path] {
-			if err := f.DropReplace(rep.Old.Path, rep.Old.Version); err != nil {
-				return false, err
-			}
-			changed = true
-		}
-	}
-	if !changed {
-		return false, nil
-	}
-	f.Cleanup()
-	data, err := f.Format()
-	if err != nil {
-		return false, err
-	}
-	return true, writeFileAtomic(filepath.Join(repo, module, "go.mod"), data, 0o644)
-}
-
-// CheckReplaces returns a problem for each in-repo requirement of module
-// whose replace directive is missing or does not point at its folder.
-func CheckReplaces(f *modfile.File, module string) []string {
+// CheckNoReplace returns a problem for each replace directive in module's
+// go.mod: Go ignores a dependency's replaces, so a released go.mod that
+// needs one builds differently for its users, and `go install path@version`
+// refuses it. The repository develops against itself through go.work.
+func CheckNoReplace(f *modfile.File, module string) []string {
 	var problems []string
-	for _, r := range f.Require {
-		dep := folderOf(r.Mod.Path)
-		if dep == "" {
-			continue
+	for _, rep := range f.Replace {
+		old := rep.Old.Path
+		if rep.Old.Version != "" {
+			old += " " + rep.Old.Version
 		}
-		want := relReplace(module, dep)
-		found := ""
-		for _, rep := range f.Replace {
-			if rep.Old.Path == r.Mod.Path {
-				found = rep.New.Path
-			}
-		}
-		if found != want {
-			problems = append(problems, fmt.Sprintf("go.mod: replace %s => %q, want => %s (run `go tool task replaces`)", r.Mod.Path, found, want))
-		}
+		problems = append(problems, fmt.Sprintf("%s/go.mod: replace %s => %s: a released go.mod may not replace (go.work replaces in-repo modules for development); drop it with `go mod edit -dropreplace=%s`", module, old, rep.New.Path, rep.Old.Path))
 	}
 	return problems
 }
 
 // SetRequire rewrites module's requirement on the in-repo module dep to
-// version (the release's "bump" step; the replace stays).
+// version (the release's "bump" step).
 func SetRequire(repo, module, dep, version string) (bool, error) {
 	f, err := ReadGoMod(repo, module)
 	if err != nil {

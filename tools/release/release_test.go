@@ -10,11 +10,14 @@ import (
 	"testing"
 )
 
-// testRepo is a throwaway git repository with modules a and b (b requires a
-// through a relative replace), versions.yaml and changelogs, committed.
+// testRepo is a throwaway git repository with modules a and b (b requires
+// a at the version given, no replace), a root LICENSE, go.work,
+// versions.yaml and changelogs, committed. Its rehearsals live in a folder
+// of the test and resolve offline (GOPROXY=off behind the rehearsal proxy).
 type testRepo struct {
-	t   *testing.T
-	dir string
+	t         *testing.T
+	dir       string
+	rehearsal string
 }
 
 func newTestRepo(t *testing.T, bRequires string) *testRepo {
@@ -22,21 +25,31 @@ func newTestRepo(t *testing.T, bRequires string) *testRepo {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
-	r := &testRepo{t: t, dir: t.TempDir()}
+	t.Setenv("GOPROXY", "off")
+	t.Setenv("GOFLAGS", "")
+	t.Setenv("GONOSUMDB", "")
+	r := &testRepo{t: t, dir: t.TempDir(), rehearsal: filepath.Join(t.TempDir(), "rehearsal")}
 	r.git("init", "-q", "-b", "main")
 	r.git("config", "user.email", "test@example.com")
 	r.git("config", "user.name", "test")
+	r.write("LICENSE", "Apache License\nVersion 2.0, January 2004\n")
 	r.write("versions.yaml", "modules:\n  a: v0.1.0\n  b: v0.1.0\nunreleased:\n  - tools\n")
+	r.write("go.work", "go 1.26\n\nuse (\n\t./a\n\t./b\n)\n\nreplace "+ModulePrefix+"a v0.1.0 => ./a\n\nreplace "+ModulePrefix+"b v0.1.0 => ./b\n")
 	r.write("a/go.mod", "module "+ModulePrefix+"a\n\ngo 1.26\n")
 	r.write("a/a.go", "package a\n\n// F is exported.\nfunc F() int { return 1 }\n\n// G is exported.\nfunc G() int { return 2 }\n")
 	r.write("a/CHANGELOG.md", "# Changelog\n\n## [0.1.0] - 2026-11-23\n- first\n")
-	r.write("b/go.mod", "module "+ModulePrefix+"b\n\ngo 1.26\n\nrequire "+ModulePrefix+"a "+bRequires+"\n\nreplace "+ModulePrefix+"a => ../a\n")
+	r.write("b/go.mod", "module "+ModulePrefix+"b\n\ngo 1.26\n\nrequire "+ModulePrefix+"a "+bRequires+"\n")
 	r.write("b/b.go", "package b\n\nimport \""+ModulePrefix+"a\"\n\n// H is exported.\nfunc H() int { return a.F() }\n")
 	r.write("b/CHANGELOG.md", "# Changelog\n\n## [0.1.0]\n- first\n")
 	r.write("tools/go.mod", "module "+ModulePrefix+"tools\n\ngo 1.26\n")
 	r.commit("initial")
 	return r
 }
+
+// opts are Options whose rehearsal lives in the test's folder; quick also
+// skips the tests.
+func (r *testRepo) opts() Options  { return Options{RehearsalDir: r.rehearsal} }
+func (r *testRepo) quick() Options { return Options{RehearsalDir: r.rehearsal, SkipTests: true} }
 
 func (r *testRepo) write(name, content string) {
 	r.t.Helper()
@@ -63,9 +76,6 @@ func (r *testRepo) commit(msg string) {
 	r.git("commit", "-q", "-m", msg)
 }
 
-// quick skips the slow parts a case does not exercise.
-var quick = Options{SkipTests: true}
-
 func wantProblem(t *testing.T, err error, substr string) {
 	t.Helper()
 	var ce *CheckError
@@ -83,7 +93,8 @@ func wantProblem(t *testing.T, err error, substr string) {
 func TestCheckCleanModuleWithoutTag(t *testing.T) {
 	r := newTestRepo(t, "v0.0.0")
 	var lines []string
-	opts := Options{Log: func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }}
+	opts := r.opts()
+	opts.Log = func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
 	v, err := Check(r.dir, "a", opts)
 	if err != nil {
 		t.Fatalf("clean module a: %v", err)
@@ -99,7 +110,7 @@ func TestCheckCleanModuleWithoutTag(t *testing.T) {
 func TestCheckDirtyTree(t *testing.T) {
 	r := newTestRepo(t, "v0.0.0")
 	r.write("a/extra.go", "package a\n")
-	_, err := Check(r.dir, "a", quick)
+	_, err := Check(r.dir, "a", r.quick())
 	wantProblem(t, err, "work tree is not clean")
 }
 
@@ -107,7 +118,7 @@ func TestCheckMissingChangelogEntry(t *testing.T) {
 	r := newTestRepo(t, "v0.0.0")
 	r.write("versions.yaml", "modules:\n  a: v0.2.0\n  b: v0.1.0\n")
 	r.commit("bump a")
-	_, err := Check(r.dir, "a", quick)
+	_, err := Check(r.dir, "a", r.quick())
 	wantProblem(t, err, "CHANGELOG.md has no entry for v0.2.0")
 }
 
@@ -115,21 +126,21 @@ func TestCheckFailingTests(t *testing.T) {
 	r := newTestRepo(t, "v0.0.0")
 	r.write("a/a_test.go", "package a\n\nimport \"testing\"\n\nfunc TestF(t *testing.T) {\n\tif F() != 2 {\n\t\tt.Fatal(\"F() != 2\")\n\t}\n}\n")
 	r.commit("failing test")
-	_, err := Check(r.dir, "a", Options{})
+	_, err := Check(r.dir, "a", r.opts())
 	wantProblem(t, err, "tests fail")
 }
 
 func TestUnreleasedDependency(t *testing.T) {
 	r := newTestRepo(t, "v0.0.0")
-	_, err := Check(r.dir, "b", quick)
+	_, err := Check(r.dir, "b", r.quick())
 	wantProblem(t, err, "requires "+ModulePrefix+"a v0.0.0, which is not released")
 
 	// Requiring a's next version is fine once a is tagged first in the same run.
 	r = newTestRepo(t, "v0.1.0")
-	if _, err := Check(r.dir, "b", quick); err == nil {
+	if _, err := Check(r.dir, "b", r.quick()); err == nil {
 		t.Fatal("b requiring untagged a v0.1.0 passed on its own")
 	}
-	tags, err := Tag(r.dir, []string{"b", "a"}, true, quick)
+	tags, err := Tag(r.dir, []string{"b", "a"}, true, r.quick())
 	if err != nil {
 		t.Fatalf("tag a then b: %v", err)
 	}
@@ -143,11 +154,11 @@ func TestUnreleasedDependency(t *testing.T) {
 
 func TestRefusesUnreleasedModule(t *testing.T) {
 	r := newTestRepo(t, "v0.0.0")
-	_, err := Check(r.dir, "tools", quick)
+	_, err := Check(r.dir, "tools", r.quick())
 	if err == nil || !strings.Contains(err.Error(), "never released") {
 		t.Fatalf("tagging tools: err = %v, want a refusal", err)
 	}
-	if _, err := Tag(r.dir, []string{"tools"}, true, quick); err == nil {
+	if _, err := Tag(r.dir, []string{"tools"}, true, r.quick()); err == nil {
 		t.Fatal("Tag created a tag for tools")
 	}
 	if got := r.git("tag", "--list"); got != "" {
@@ -157,7 +168,7 @@ func TestRefusesUnreleasedModule(t *testing.T) {
 
 func TestAPICompatibility(t *testing.T) {
 	r := newTestRepo(t, "v0.0.0")
-	if _, err := Tag(r.dir, []string{"a"}, true, quick); err != nil {
+	if _, err := Tag(r.dir, []string{"a"}, true, r.quick()); err != nil {
 		t.Fatal(err)
 	}
 	// Remove G: incompatible.
@@ -165,10 +176,10 @@ func TestAPICompatibility(t *testing.T) {
 	r.write("a/CHANGELOG.md", "# Changelog\n\n## [0.1.1]\n- drop G\n\n## [0.2.0]\n- drop G\n\n## [0.1.0]\n- first\n")
 	r.write("versions.yaml", "modules:\n  a: v0.1.1\n  b: v0.1.0\n")
 	r.commit("drop G")
-	_, err := Check(r.dir, "a", quick)
+	_, err := Check(r.dir, "a", r.quick())
 	wantProblem(t, err, "incompatible API change since v0.1.0")
 
-	rep, err := CompareAPI(r.dir, "a", "v0.2.0")
+	rep, err := CompareAPI(r.dir, "a", "v0.2.0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,29 +193,21 @@ func TestAPICompatibility(t *testing.T) {
 	}
 }
 
-func TestSyncReplaces(t *testing.T) {
-	r := newTestRepo(t, "v0.0.0")
-	r.write("b/go.mod", "module "+ModulePrefix+"b\n\ngo 1.26\n\nrequire "+ModulePrefix+"a v0.0.0\n\nreplace "+ModulePrefix+"a => ../elsewhere\n")
-	f, err := ReadGoMod(r.dir, "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if probs := CheckReplaces(f, "b"); len(probs) != 1 {
-		t.Fatalf("CheckReplaces = %q, want one problem", probs)
-	}
-	changed, err := SyncReplaces(r.dir, "b")
-	if err != nil || !changed {
-		t.Fatalf("SyncReplaces = %v, %v", changed, err)
-	}
-	data, _ := os.ReadFile(filepath.Join(r.dir, "b/go.mod"))
-	if !strings.Contains(string(data), "=> ../a") {
-		t.Errorf("go.mod after sync:\n%s", data)
-	}
-	if changed, _ := SyncReplaces(r.dir, "b"); changed {
-		t.Error("second SyncReplaces changed the file again")
-	}
-	if relReplace("bench/sqlitepeer", "progcache") != "../../progcache" {
-		t.Errorf("relReplace nested = %q", relReplace("bench/sqlitepeer", "progcache"))
+func TestCheckRefusesReplace(t *testing.T) {
+	r := newTestRepo(t, "v0.1.0")
+	r.write("b/go.mod", "module "+ModulePrefix+"b\n\ngo 1.26\n\nrequire "+ModulePrefix+"a v0.1.0\n\nreplace "+ModulePrefix+"a => ../a\n")
+	r.commit("replace")
+	_, err := Tag(r.dir, []string{"a", "b"}, false, r.quick())
+	wantProblem(t, err, "a released go.mod may not replace")
+}
+
+func TestCheckWantsLicense(t *testing.T) {
+	r := newTestRepo(t, "v0.1.0")
+	r.git("rm", "-q", "LICENSE")
+	r.commit("no license")
+	_, err := Check(r.dir, "a", r.quick())
+	if err == nil || !strings.Contains(err.Error(), "no license") {
+		t.Fatalf("Check without any LICENSE: err = %v, want the rehearsal to refuse the zip", err)
 	}
 }
 
