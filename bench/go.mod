@@ -1,33 +1,22 @@
 module github.com/accelkit/accelkit/bench
 
-go 1.26
+go 1.26.0
 
 require (
-	github.com/accelkit/accelkit/devalloc v0.0.0
-	github.com/accelkit/accelkit/driver v0.0.0
-	github.com/accelkit/accelkit/graphpass v0.0.0-00010101000000-000000000000
-	github.com/accelkit/accelkit/hostpin v0.0.0
-	github.com/accelkit/accelkit/progcache v0.0.0
-	github.com/accelkit/accelkit/wrlru v0.0.0
+	github.com/accelkit/accelkit/devalloc v0.1.0
+	github.com/accelkit/accelkit/driver v0.1.0
+	github.com/accelkit/accelkit/graphpass v0.1.0
+	github.com/accelkit/accelkit/hostpin v0.1.0
+	github.com/accelkit/accelkit/progcache v0.1.0
+	github.com/accelkit/accelkit/wrlru v0.1.0
 	github.com/google/renameio/v2 v2.0.2
 	github.com/hashicorp/golang-lru/v2 v2.0.7
 )
 
 require (
-	github.com/accelkit/accelkit/evpool v0.0.0 // indirect
+	github.com/accelkit/accelkit/evpool v0.1.0 // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
 	golang.org/x/crypto v0.55.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-replace (
-	github.com/accelkit/accelkit/devalloc => ../devalloc
-	github.com/accelkit/accelkit/driver => ../driver
-	github.com/accelkit/accelkit/evpool => ../evpool
-	github.com/accelkit/accelkit/graphpass => ../graphpass
-	github.com/accelkit/accelkit/hostpin => ../hostpin
-	github.com/accelkit/accelkit/progcache => ../progcache
-	github.com/accelkit/accelkit/tfcompat => ../tfcompat
-	github.com/accelkit/accelkit/wrlru => ../wrlru
 )

@@ -1,5 +1,5 @@
 module github.com/accelkit/accelkit/driver
 
-go 1.26
+go 1.26.0
 
-require golang.org/x/sys v0.47.0
+require golang.org/x/sys v0.49.0

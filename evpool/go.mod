@@ -1,9 +1,7 @@
 module github.com/accelkit/accelkit/evpool
 
-go 1.26
+go 1.26.0
 
-require github.com/accelkit/accelkit/driver v0.0.0
+require github.com/accelkit/accelkit/driver v0.1.0
 
-require golang.org/x/sys v0.47.0 // indirect
-
-replace github.com/accelkit/accelkit/driver => ../driver
+require golang.org/x/sys v0.49.0 // indirect

@@ -3,20 +3,20 @@ module github.com/accelkit/accelkit/bench/sqlitepeer
 go 1.26.0
 
 require (
-	github.com/accelkit/accelkit/bench v0.0.0
-	github.com/accelkit/accelkit/driver v0.0.0
-	github.com/accelkit/accelkit/progcache v0.0.0
+	github.com/accelkit/accelkit/bench v0.1.0
+	github.com/accelkit/accelkit/driver v0.1.0
+	github.com/accelkit/accelkit/progcache v0.1.0
 	modernc.org/sqlite v1.61.1
 )
 
 require google.golang.org/protobuf v1.36.12 // indirect
 
 require (
-	github.com/accelkit/accelkit/devalloc v0.0.0 // indirect
-	github.com/accelkit/accelkit/evpool v0.0.0 // indirect
-	github.com/accelkit/accelkit/graphpass v0.0.0 // indirect
-	github.com/accelkit/accelkit/hostpin v0.0.0 // indirect
-	github.com/accelkit/accelkit/wrlru v0.0.0 // indirect
+	github.com/accelkit/accelkit/devalloc v0.1.0 // indirect
+	github.com/accelkit/accelkit/evpool v0.1.0 // indirect
+	github.com/accelkit/accelkit/graphpass v0.1.0 // indirect
+	github.com/accelkit/accelkit/hostpin v0.1.0 // indirect
+	github.com/accelkit/accelkit/wrlru v0.1.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/google/renameio/v2 v2.0.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
@@ -25,21 +25,9 @@ require (
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	go.etcd.io/bbolt v1.5.0 // indirect
-	golang.org/x/crypto v0.57.0 // indirect
+	golang.org/x/crypto v0.55.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	modernc.org/libc v1.79.0 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
-
-replace (
-	github.com/accelkit/accelkit/bench => ..
-	github.com/accelkit/accelkit/devalloc => ../../devalloc
-	github.com/accelkit/accelkit/driver => ../../driver
-	github.com/accelkit/accelkit/evpool => ../../evpool
-	github.com/accelkit/accelkit/hostpin => ../../hostpin
-	github.com/accelkit/accelkit/progcache => ../../progcache
-	github.com/accelkit/accelkit/wrlru => ../../wrlru
-)
-
-replace github.com/accelkit/accelkit/graphpass => ../../graphpass
