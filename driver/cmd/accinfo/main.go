@@ -22,18 +22,80 @@ import (
 )
 
 func main() {
-	name := flag.String("driver", "auto", "backend: auto, "+strings.Join(driver.Drivers(), ", "))
-	dsn := flag.String("dsn", "", "backend configuration, e.g. devices=2,capacity=8GiB for sim")
-	flag.Parse()
-	if err := run(os.Stdout, *name, *dsn); err != nil {
-		fmt.Fprintln(os.Stderr, "accinfo:", err)
-		os.Exit(1)
-	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(w io.Writer, name, dsn string) error {
+const usage = `usage: accinfo [-driver NAME] [-dsn KEY=VALUE,...]
+
+Opens an accelkit driver and prints each device: name, memory, driver
+version and the optional capabilities (VMM, peer access) it offers.
+
+flags:
+%s
+Environment: ACCELKIT_DRIVER=name[:dsn] chooses the backend when -driver is
+auto; ACCELKIT_LIBCUDA names the libcuda file the cuda backend loads.
+
+Exit status: 0 on success (and for -h), 1 when the driver cannot be opened
+or queried, 2 on a usage error.
+`
+
+// run is main without the process: it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("accinfo", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors and usage are printed below
+	backends := append([]string{"auto"}, driver.Drivers()...)
+	name := fs.String("driver", "auto", "backend: "+strings.Join(backends, ", "))
+	dsn := fs.String("dsn", "", "backend configuration, e.g. devices=2,capacity=8GiB for sim")
+	printUsage := func(w io.Writer) {
+		var flags strings.Builder
+		fs.SetOutput(&flags)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		fmt.Fprintf(w, usage, flags.String())
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout)
+			return 0
+		}
+		fmt.Fprintf(stderr, "accinfo: %v\n\n", err)
+		printUsage(stderr)
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "accinfo: unexpected argument %q: accinfo takes only flags (-driver, -dsn); run accinfo -h for usage\n", fs.Arg(0))
+		return 2
+	}
+	if !slices.Contains(backends, *name) {
+		fmt.Fprintf(stderr, "accinfo: -driver %q: unknown backend; valid: %s\n", *name, strings.Join(backends, ", "))
+		return 2
+	}
+	if err := describeAll(stdout, *name, *dsn); err != nil {
+		fmt.Fprintln(stderr, "accinfo:", err)
+		var bad badDSN
+		if errors.As(err, &bad) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// badDSN marks a driver that refused its configuration: a usage error.
+type badDSN struct{ err error }
+
+func (e badDSN) Error() string { return "-dsn: " + e.err.Error() }
+func (e badDSN) Unwrap() error { return e.err }
+
+// describeAll opens the backend and prints every device.
+func describeAll(w io.Writer, name, dsn string) error {
 	drv, err := driver.Open(name, dsn)
 	if err != nil {
+		// Backends refuse a bad configuration with ErrInvalidValue before
+		// they touch a device; an empty one is the backend's defaults.
+		if dsn != "" && errors.Is(err, driver.ErrInvalidValue) {
+			return badDSN{err}
+		}
 		return err
 	}
 	defer drv.Close()

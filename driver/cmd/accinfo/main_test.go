@@ -7,9 +7,9 @@ import (
 )
 
 func TestRunSim(t *testing.T) {
-	var out bytes.Buffer
-	if err := run(&out, "sim", "devices=2,capacity=64MiB"); err != nil {
-		t.Fatal(err)
+	var out, errb bytes.Buffer
+	if code := run([]string{"-driver", "sim", "-dsn", "devices=2,capacity=64MiB"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	for _, want := range []string{"driver sim", "2 device(s)", "device 0:", "device 1:", "64 MiB total", "vmm               yes", "peer access       1"} {
 		if !strings.Contains(out.String(), want) {
@@ -18,12 +18,46 @@ func TestRunSim(t *testing.T) {
 	}
 }
 
-func TestRunErrors(t *testing.T) {
-	var out bytes.Buffer
-	if err := run(&out, "nosuch", ""); err == nil || !strings.Contains(err.Error(), "unknown backend") {
-		t.Errorf("unknown backend: err = %v", err)
-	}
-	if err := run(&out, "sim", "bogus=1"); err == nil || !strings.Contains(err.Error(), "valid keys") {
-		t.Errorf("bad dsn: err = %v", err)
+// TestRunUsage checks the exit status and the message of help and of each
+// kind of bad usage: 0 for help, 2 for usage errors, each naming what was
+// wrong and what is valid.
+func TestRunUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // substring of stdout
+		stderr string // substring of stderr
+	}{
+		{"-h", []string{"-h"}, 0, "usage: accinfo [-driver NAME]", ""},
+		{"-help", []string{"-help"}, 0, "Exit status: 0 on success", ""},
+		{"--help", []string{"--help"}, 0, "backend: auto, ", ""},
+		{"unknown flag", []string{"-bogus"}, 2, "", "accinfo: flag provided but not defined: -bogus\n\nusage: accinfo"},
+		{"flag without value", []string{"-driver"}, 2, "", "flag needs an argument: -driver"},
+		{"extra argument", []string{"-driver", "sim", "extra"}, 2, "", `unexpected argument "extra": accinfo takes only flags`},
+		{"unknown backend", []string{"-driver", "nosuch"}, 2, "", `-driver "nosuch": unknown backend; valid: auto, `},
+		{"unknown dsn key", []string{"-driver", "sim", "-dsn", "bogus=1"}, 2, "", "-dsn: sim dsn: unknown key \"bogus\" (valid keys: devices, capacity"},
+		{"bad dsn value", []string{"-driver", "sim", "-dsn", "capacity=lots"}, 2, "", "want an integer with an optional unit"},
+		{"dsn out of range", []string{"-driver", "sim", "-dsn", "devices=0"}, 2, "", "devices"},
+		// A backend that cannot start is a runtime failure, not bad usage:
+		// without cgo the cuda backend says so, with it the library is missing.
+		{"backend unavailable", []string{"-driver", "cuda", "-dsn", "lib=/nonexistent/libcuda.so.1"}, 1, "", "accinfo: cuda"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(tc.args, &out, &errb)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, tc.code, errb.String())
+			}
+			if !strings.Contains(out.String(), tc.stdout) || !strings.Contains(errb.String(), tc.stderr) {
+				t.Errorf("stdout %q\nstderr %q\nwant %q and %q in them", out.String(), errb.String(), tc.stdout, tc.stderr)
+			}
+			if tc.code == 0 && errb.Len() != 0 {
+				t.Errorf("help wrote to stderr: %q", errb.String())
+			}
+			if tc.code != 0 && out.Len() != 0 {
+				t.Errorf("a usage error wrote to stdout: %q", out.String())
+			}
+		})
 	}
 }
