@@ -3,6 +3,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,26 +17,48 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+const usage = `usage: memviz snapshot.json > page.html
+
+Renders a devalloc snapshot (the JSON file Allocator.WriteSnapshot writes)
+as one self-contained HTML page on stdout: a segment map with every block
+coloured by state, and allocated and reserved memory over the snapshot's
+trace.
+
+Exit status: 0 on success (and for -h), 1 when the snapshot cannot be read
+or the page cannot be written, 2 on a usage error.
+`
+
 // run is main without the process: it returns the exit status (2 for bad
 // usage, 1 for an unreadable snapshot or a failed write).
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: memviz snapshot.json > page.html")
+	fs := flag.NewFlagSet("memviz", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors and usage are printed below
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usage)
+			return 0
+		}
+		fmt.Fprintf(stderr, "memviz: %v (memviz takes no flags but -h)\n\n%s", err, usage)
 		return 2
 	}
-	f, err := os.Open(args[0])
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "memviz: want one snapshot file, got %d arguments\n\n%s", fs.NArg(), usage)
+		return 2
+	}
+	path := fs.Arg(0)
+	f, err := os.Open(path)
 	if err != nil {
-		fmt.Fprintln(stderr, "memviz:", err)
+		fmt.Fprintf(stderr, "memviz: %v (want a snapshot JSON file written by devalloc's Allocator.WriteSnapshot)\n", err)
 		return 1
 	}
 	defer f.Close()
 	snap, err := devalloc.ReadSnapshot(f)
 	if err != nil {
-		fmt.Fprintf(stderr, "memviz: %s: %v\n", args[0], err)
+		fmt.Fprintf(stderr, "memviz: %s: %v (want a snapshot JSON file written by devalloc's Allocator.WriteSnapshot)\n", path, err)
 		return 1
 	}
 	if err := memviz.Render(stdout, snap); err != nil {
-		fmt.Fprintln(stderr, "memviz:", err)
+		fmt.Fprintln(stderr, "memviz: write the page:", err)
 		return 1
 	}
 	return 0

@@ -45,9 +45,14 @@ func TestRun(t *testing.T) {
 		out, err string
 	}{
 		{"page", []string{good}, 0, "<svg", ""},
-		{"no args", nil, 2, "", "usage: memviz snapshot.json"},
-		{"two args", []string{good, good}, 2, "", "usage:"},
-		{"missing file", []string{filepath.Join(dir, "none.json")}, 1, "", "no such file"},
+		{"-h", []string{"-h"}, 0, "usage: memviz snapshot.json", ""},
+		{"-help", []string{"-help"}, 0, "Allocator.WriteSnapshot", ""},
+		{"--help", []string{"--help"}, 0, "Exit status: 0 on success", ""},
+		{"no args", nil, 2, "", "memviz: want one snapshot file, got 0 arguments\n\nusage: memviz snapshot.json"},
+		{"two args", []string{good, good}, 2, "", "want one snapshot file, got 2 arguments"},
+		{"unknown flag", []string{"-o", "x.html", good}, 2, "", "memviz: flag provided but not defined: -o (memviz takes no flags but -h)"},
+		{"dash-named file after --", []string{"--", "-snap.json"}, 1, "", "open -snap.json: no such file"},
+		{"missing file", []string{filepath.Join(dir, "none.json")}, 1, "", "no such file or directory (want a snapshot JSON file written by devalloc's Allocator.WriteSnapshot)"},
 		{"not a snapshot", []string{bad}, 1, "", `no "segments" array`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,6 +65,9 @@ func TestRun(t *testing.T) {
 			}
 			if tc.code != 0 && out.Len() != 0 {
 				t.Errorf("wrote %d bytes to stdout on failure", out.Len())
+			}
+			if tc.code == 0 && errb.Len() != 0 {
+				t.Errorf("wrote to stderr on success: %q", errb.String())
 			}
 		})
 	}
