@@ -5,6 +5,7 @@ package accbench
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -87,18 +88,49 @@ func Main(args []string, stdout, stderr io.Writer, extra Extra) int {
 	return run(args, stdout, stderr, extra, allSuites())
 }
 
+const usage = `usage: accbench [-suite a,b] [-driver NAME[:DSN]] [-quick] [-count N] [-out DIR] [-json] [-trace FILE] [-peers PYTHON]
+
+Runs accelkit's benchmark suites, each figure beside the baseline it
+replaces measured in the same run; prints a summary table and writes
+results.json and report.html into -out.
+
+flags:
+%s
+Exit status: 0 on success (and for -h), 1 when a run fails (the driver
+cannot be opened, an invariant suite fails, the outputs cannot be written),
+2 on a usage error (unknown flag or suite, bad -count, -driver or -trace),
+130 when interrupted.
+`
+
 func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int {
 	fl := flag.NewFlagSet("accbench", flag.ContinueOnError)
-	fl.SetOutput(stderr)
+	fl.SetOutput(io.Discard) // errors and usage are printed below
 	suitesFlag := fl.String("suite", "", "comma-separated suites to run (default: all); one of "+strings.Join(suiteNames(all), ", "))
 	drvFlag := fl.String("driver", "auto", "driver: auto (CUDA when present, else sim), sim, cuda, or name:dsn")
 	quick := fl.Bool("quick", false, "seconds instead of minutes: smaller workloads, for CI smoke runs")
 	out := fl.String("out", "accbench-out", "directory for results.json, report.html and generated traces")
 	jsonOut := fl.Bool("json", false, "print the summary table as JSON on stdout instead of text")
-	count := fl.Int("count", 1, "repetitions of each suite; the report gives median and spread")
+	count := fl.Int("count", 1, "repetitions of each suite, 1 to 100; the report gives median and spread")
 	traceFile := fl.String("trace", "", "RMM logging CSV to replay in the replay suite (in addition to the built-in traces)")
 	peers := fl.String("peers", "", "python interpreter with torch and cuda.core (e.g. /opt/torch/.venv/bin/python): run bench/peers beside the Go suites")
+	printUsage := func(w io.Writer) {
+		var flags strings.Builder
+		fl.SetOutput(&flags)
+		fl.PrintDefaults()
+		fl.SetOutput(io.Discard)
+		fmt.Fprintf(w, usage, flags.String())
+	}
 	if err := fl.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout)
+			return 0
+		}
+		fmt.Fprintf(stderr, "accbench: %v\n\n", err)
+		printUsage(stderr)
+		return 2
+	}
+	if fl.NArg() > 0 {
+		fmt.Fprintf(stderr, "accbench: unexpected argument %q: accbench takes only flags (choose suites with -suite a,b); run accbench -h for usage\n", fl.Arg(0))
 		return 2
 	}
 	if *count < 1 || *count > 100 {
@@ -108,6 +140,15 @@ func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int 
 	chosen, err := selectSuites(all, *suitesFlag)
 	if err != nil {
 		fmt.Fprintln(stderr, "accbench:", err)
+		return 2
+	}
+	name, dsn, err := driver.ParseSpec(*drvFlag)
+	if err != nil {
+		fmt.Fprintf(stderr, "accbench: -driver: %v\n", err)
+		return 2
+	}
+	if backends := append([]string{"auto"}, driver.Drivers()...); !slices.Contains(backends, name) {
+		fmt.Fprintf(stderr, "accbench: -driver %q: unknown backend %q; valid: %s, each optionally followed by :dsn\n", *drvFlag, name, strings.Join(backends, ", "))
 		return 2
 	}
 	var traceEvents []trace.Event
@@ -123,10 +164,15 @@ func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int 
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	name, dsn, _ := strings.Cut(*drvFlag, ":")
 	drv, err := driver.Open(name, dsn)
 	if err != nil {
-		fmt.Fprintln(stderr, "accbench: open driver:", err)
+		// Backends refuse a bad configuration with ErrInvalidValue before
+		// they touch a device: that is a usage error.
+		if dsn != "" && errors.Is(err, driver.ErrInvalidValue) {
+			fmt.Fprintf(stderr, "accbench: -driver %q: %v\n", *drvFlag, err)
+			return 2
+		}
+		fmt.Fprintf(stderr, "accbench: open driver %q: %v\n", *drvFlag, err)
 		return 1
 	}
 	defer drv.Close()

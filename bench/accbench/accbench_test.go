@@ -93,15 +93,58 @@ func TestInvariantFailureExitsNonZero(t *testing.T) {
 	}
 }
 
-func TestFlagErrors(t *testing.T) {
-	for _, args := range [][]string{{"-suite", "nosuch"}, {"-count", "0"}, {"-driver", "nosuch"}} {
-		var stdout, stderr bytes.Buffer
-		if code := Main(append(args, "-out", t.TempDir()), &stdout, &stderr, Extra{}); code == 0 {
-			t.Errorf("%v: exit 0", args)
-		}
-		if stderr.Len() == 0 {
-			t.Errorf("%v: no message", args)
-		}
+// TestUsage checks the exit status and the message of help and of each kind
+// of bad usage: 0 and the usage on stdout for help, 2 and a message naming
+// what was wrong and what is valid for usage errors, before any suite runs.
+func TestUsage(t *testing.T) {
+	dir := t.TempDir()
+	badTrace := filepath.Join(dir, "bad.csv")
+	if err := os.WriteFile(badTrace, []byte("Thread,Time,Action,Pointer,Size,Stream\n1,0.1,alloc,0x10,64,0x0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string // substring of stdout
+		stderr string // substring of stderr
+	}{
+		{"-h", []string{"-h"}, 0, "usage: accbench [-suite a,b]", ""},
+		{"-help", []string{"-help"}, 0, "one of devalloc, replay,", ""},
+		{"--help", []string{"--help"}, 0, "Exit status: 0 on success", ""},
+		{"unknown flag", []string{"-bogus"}, 2, "", "accbench: flag provided but not defined: -bogus\n\nusage: accbench"},
+		{"bad flag value", []string{"-count", "many"}, 2, "", `invalid value "many" for flag -count`},
+		{"stray argument", []string{"devalloc"}, 2, "", `unexpected argument "devalloc": accbench takes only flags (choose suites with -suite a,b)`},
+		{"unknown suite", []string{"-suite", "nosuch"}, 2, "", `-suite: unknown suite "nosuch" (suites: devalloc, replay,`},
+		{"count out of range", []string{"-count", "0"}, 2, "", "-count 0: want 1..100"},
+		{"unknown backend", []string{"-driver", "nosuch"}, 2, "", `-driver "nosuch": unknown backend "nosuch"; valid: auto, `},
+		{"bad backend name", []string{"-driver", "si m"}, 2, "", "-driver: driver spec"},
+		{"unknown dsn key", []string{"-driver", "sim:bogus=1", "-suite", "wrlru"}, 2, "", `unknown key "bogus" (valid keys: devices, capacity`},
+		{"bad dsn value", []string{"-driver", "sim:devices=0", "-suite", "wrlru"}, 2, "", `-driver "sim:devices=0"`},
+		{"trace without replay", []string{"-suite", "wrlru", "-trace", badTrace}, 2, "", "which -suite \"wrlru\" leaves out"},
+		{"bad trace", []string{"-suite", "replay", "-trace", badTrace}, 2, "", badTrace + ":2:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			var stdout, stderr bytes.Buffer
+			code := Main(append(tc.args, "-out", out), &stdout, &stderr, Extra{})
+			if code != tc.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, tc.code, stderr.String())
+			}
+			if !strings.Contains(stdout.String(), tc.stdout) || !strings.Contains(stderr.String(), tc.stderr) {
+				t.Errorf("stdout %q\nstderr %q\nwant %q and %q in them", stdout.String(), stderr.String(), tc.stdout, tc.stderr)
+			}
+			if tc.code == 0 && stderr.Len() != 0 {
+				t.Errorf("help wrote to stderr: %q", stderr.String())
+			}
+			if tc.code != 0 && stdout.Len() != 0 {
+				t.Errorf("a usage error wrote to stdout: %q", stdout.String())
+			}
+			// Neither help nor a usage error runs anything or writes -out.
+			if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("-out was created (stat: %v)", err)
+			}
+		})
 	}
 }
 
