@@ -17,8 +17,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/accelkit/accelkit/graphpass"
@@ -106,6 +108,10 @@ func (c cli) run(args []string) int {
 		printUsage(c.stderr)
 		return 2
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(c.stderr, "graphpass: unexpected argument %q: name the input with -in and the output with -out; run graphpass -h for usage\n", fs.Arg(0))
+		return 2
+	}
 	if err := c.do(o); err != nil {
 		fmt.Fprintln(c.stderr, "graphpass:", err)
 		var ue usageError
@@ -131,23 +137,8 @@ func (c cli) do(o options) error {
 	if o.maxBytes < 1 || o.maxBytes > math.MaxInt32 {
 		return usageError{fmt.Sprintf("-max-bytes %d: want 1 to %d", o.maxBytes, math.MaxInt32)}
 	}
-	if !o.dump {
-		// Refuse an unusable -out before the work, not after it.
-		if _, _, err := outputPerm(o.out); err != nil {
-			return err
-		}
-	}
-	data, err := readInput(o.in, o.maxBytes)
-	if err != nil {
-		return err
-	}
-	g, err := graphpass.DecodeLimits(data, graphpass.Limits{MaxBytes: o.maxBytes})
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.in, err)
-	}
-	if o.dump {
-		return g.Dump(c.stdout)
-	}
+	// Check every flag before reading the input, so that a usage error is
+	// reported as one whatever the input holds.
 	m := graphpass.NewManager(graphpass.NewPinHostCompute(graphpass.PinOptions{}))
 	if o.passes != "" {
 		for _, name := range m.Names() {
@@ -155,9 +146,38 @@ func (c cli) do(o options) error {
 		}
 		for _, name := range strings.Split(o.passes, ",") {
 			if err := m.Enable(strings.TrimSpace(name), true); err != nil {
-				return usageError{err.Error()}
+				return usageError{"-pass: " + bare(err)}
 			}
 		}
+	}
+	if !o.dump {
+		// Refuse an unusable -out before the work, not after it.
+		if _, _, err := outputPerm(o.out); err != nil {
+			return pathError("-out", o.out, err)
+		}
+		dir := filepath.Dir(o.out)
+		switch fi, err := os.Stat(dir); {
+		case errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("-out %s: its directory %s does not exist; create it first", o.out, dir)
+		case err != nil:
+			return fmt.Errorf("-out %s: %w", o.out, err)
+		case !fi.IsDir():
+			return fmt.Errorf("-out %s: %s is not a directory", o.out, dir)
+		}
+	}
+	data, err := readInput(o.in, o.maxBytes)
+	if err != nil {
+		return pathError("-in", o.in, err)
+	}
+	g, err := graphpass.DecodeLimits(data, graphpass.Limits{MaxBytes: o.maxBytes})
+	if err != nil {
+		if errors.Is(err, graphpass.ErrMalformed) {
+			return fmt.Errorf("-in %s: %s; want a binary GraphDef, as tf.io.write_graph(..., as_text=False) writes", o.in, bare(err))
+		}
+		return fmt.Errorf("-in %s: %s", o.in, bare(err))
+	}
+	if o.dump {
+		return g.Dump(c.stdout)
 	}
 	r, err := m.Run(g)
 	if err != nil {
@@ -170,4 +190,19 @@ func (c cli) do(o options) error {
 		fmt.Fprint(c.stdout, r.String())
 	}
 	return nil
+}
+
+// bare is err's message without the "graphpass: " that the library's
+// errors start with and the command prints already.
+func bare(err error) string { return strings.TrimPrefix(err.Error(), "graphpass: ") }
+
+// pathError names the flag of a file the OS refused ("-in x: no such file
+// or directory" rather than "stat x: no such file or directory"); errors
+// that name their flag already pass unchanged.
+func pathError(flag, path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == path {
+		return fmt.Errorf("%s %s: %w", flag, path, pe.Err)
+	}
+	return err
 }

@@ -89,16 +89,26 @@ func TestCLIErrors(t *testing.T) {
 	}{
 		{[]string{}, 2, "-in is required"},
 		{[]string{"-in", good}, 2, "-out is required"},
-		{[]string{"-in", good, "-out", filepath.Join(dir, "o.pb"), "-pass", "nope"}, 2, "valid: pin-host-compute"},
-		{[]string{"-in", bad, "-dump"}, 1, "malformed"},
-		{[]string{"-in", filepath.Join(dir, "missing.pb"), "-dump"}, 1, "no such file"},
-		{[]string{"-bogus"}, 2, "flag provided but not defined"},
+		{[]string{"-in", good, "-out", filepath.Join(dir, "o.pb"), "-pass", "nope"}, 2, `graphpass: -pass: unknown pass "nope"; valid: pin-host-compute`},
+		// Flags are checked before the input is read.
+		{[]string{"-in", bad, "-out", filepath.Join(dir, "o.pb"), "-pass", "nope"}, 2, `unknown pass "nope"`},
+		{[]string{"-in", good, "-dump", "extra.pb"}, 2, `graphpass: unexpected argument "extra.pb": name the input with -in and the output with -out`},
+		{[]string{"-in", bad, "-dump"}, 1, "graphpass: -in " + bad + ": malformed graphdef: graphdef field 1 at byte 0: "},
+		{[]string{"-in", bad, "-dump"}, 1, "; want a binary GraphDef, as tf.io.write_graph(..., as_text=False) writes"},
+		{[]string{"-in", filepath.Join(dir, "missing.pb"), "-dump"}, 1, "graphpass: -in " + filepath.Join(dir, "missing.pb") + ": no such file or directory"},
+		{[]string{"-in", good, "-out", filepath.Join(dir, "nodir", "o.pb")}, 1, "-out " + filepath.Join(dir, "nodir", "o.pb") + ": its directory " + filepath.Join(dir, "nodir") + " does not exist; create it first"},
+		{[]string{"-in", good, "-out", filepath.Join(good, "o.pb")}, 1, "graphpass: -out " + filepath.Join(good, "o.pb") + ": "}, // the OS's words for "not a directory"
+		{[]string{"-bogus"}, 2, "flag provided but not defined: -bogus\nusage: graphpass"},
+		{[]string{"-max-bytes", "lots"}, 2, `invalid value "lots" for flag -max-bytes`},
 	}
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer
 		code := run(tt.args, &stdout, &stderr)
 		if code != tt.code || !strings.Contains(stderr.String(), tt.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tt.args, code, stderr.String(), tt.code, tt.msg)
+		}
+		if stdout.Len() != 0 {
+			t.Errorf("%v: wrote to stdout on failure: %q", tt.args, stdout.String())
 		}
 	}
 }
@@ -128,6 +138,12 @@ func mustRead(t *testing.T, path string) []byte {
 }
 
 func TestCLIHelp(t *testing.T) {
+	for _, arg := range []string{"-help", "--help"} {
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{arg}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "usage: graphpass -in") || stderr.Len() != 0 {
+			t.Errorf("%s: exit %d, stdout %.40q, stderr %q; want 0 and the usage on stdout only", arg, code, stdout.String(), stderr.String())
+		}
+	}
 	var stdout, stderr bytes.Buffer
 	if code := run([]string{"-h"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("-h: exit %d, want 0; stderr %q", code, stderr.String())
