@@ -6,6 +6,7 @@
 //	progcache [--json] [--mac-key-file F] verify [--fix] PATH
 //	progcache [--json] [--mac-key-file F] prune --max-size SIZE PATH
 //	progcache [--json] [--mac-key-file F] clear  PATH
+//	progcache help
 //
 // PATH is a directory (FileStream) or a file (Bolt). SIZE takes a byte
 // count with an optional unit: 500MB, 2GiB, 64KiB. stats, ls and verify
@@ -21,6 +22,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -50,18 +52,27 @@ commands:
            with --fix, remove the corrupt ones and move foreign files to aside/
   prune    evict least recently used entries down to --max-size
   clear    remove every entry
+  help     print this text
 
 PATH is a cache directory (filestream) or a bolt file. stats, ls and verify
 without --fix open the cache read-only and change nothing. An entry sealed
 with another MAC key (or none) is unreadable, not corrupt: it is reported
 and never removed; give the cache's key with --mac-key-file to check it.
+Flags may come before or after the command and PATH.
 
 flags:
   --json               print JSON
   --mac-key-file FILE  file holding the cache's MAC key (16 to 64 bytes)
   --fix                verify: remove corrupt entries, set foreign files aside
   --max-size SIZE      prune: target size, e.g. 500MB or 2GiB
+
+Exit status: 0 on success (and for -h and help), 1 on an error or when
+verify without --fix finds corrupt entries or foreign files, 2 on a usage
+error.
 `
+
+// commands are the valid commands, in the order the usage lists them.
+var commands = []string{"stats", "ls", "verify", "prune", "clear", "help"}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("progcache", flag.ContinueOnError)
@@ -87,26 +98,43 @@ func run(args []string, stdout, stderr io.Writer) int {
 		pos = append(pos, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
-	if len(pos) != 2 {
-		fmt.Fprintf(stderr, "progcache: want a command and a cache path, got %d arguments\n\n%s", len(pos), usage)
+	valid := "valid commands: " + strings.Join(commands, ", ")
+	if len(pos) == 0 {
+		fmt.Fprintf(stderr, "progcache: no command given; %s\n\n%s", valid, usage)
 		return 2
 	}
-	cmd, path := pos[0], pos[1]
+	cmd := pos[0]
+	if !slices.Contains(commands, cmd) {
+		fmt.Fprintf(stderr, "progcache: unknown command %q; %s (run progcache -h for usage)\n", cmd, valid)
+		return 2
+	}
+	if cmd == "help" {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	switch {
+	case len(pos) == 1:
+		fmt.Fprintf(stderr, "progcache: %s needs a cache PATH: a cache directory or a bolt file\n\n%s", cmd, usage)
+		return 2
+	case len(pos) > 2:
+		fmt.Fprintf(stderr, "progcache: unexpected argument %q after PATH %q: %s takes one PATH\n", pos[2], pos[1], cmd)
+		return 2
+	}
+	path := pos[1]
 	if *fix && cmd != "verify" {
 		fmt.Fprintf(stderr, "progcache: --fix goes with verify, not %s\n", cmd)
 		return 2
 	}
-	var rec progcache.RecordOptions
-	if *macFile != "" {
-		k, err := os.ReadFile(*macFile)
-		if err != nil {
-			fmt.Fprintln(stderr, "progcache: --mac-key-file:", err)
-			return 1
-		}
-		rec.MACKey = k
+	if *maxSize != "" && cmd != "prune" {
+		fmt.Fprintf(stderr, "progcache: --max-size goes with prune, not %s\n", cmd)
+		return 2
 	}
 	var limit int64
 	if cmd == "prune" {
+		if *maxSize == "" {
+			fmt.Fprintln(stderr, "progcache: prune needs --max-size SIZE, the size to prune down to, e.g. 500MB or 2GiB")
+			return 2
+		}
 		n, err := parseSize(*maxSize)
 		if err != nil {
 			fmt.Fprintln(stderr, "progcache: --max-size:", err)
@@ -114,11 +142,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		limit = n
 	}
-	switch cmd {
-	case "stats", "ls", "verify", "prune", "clear":
-	default:
-		fmt.Fprintf(stderr, "progcache: unknown command %q: want stats, ls, verify, prune or clear\n", cmd)
-		return 2
+	var rec progcache.RecordOptions
+	if *macFile != "" {
+		k, err := os.ReadFile(*macFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "progcache: --mac-key-file: %v (want a file holding the cache's MAC key, 16 to 64 bytes)\n", err)
+			return 1
+		}
+		rec.MACKey = k
 	}
 	// Only prune, clear and verify --fix change the cache.
 	readOnly := cmd == "stats" || cmd == "ls" || (cmd == "verify" && !*fix)
@@ -147,7 +178,7 @@ func open(path string, rec progcache.RecordOptions, readOnly bool) (admin, error
 		// create the cache layout inside it.
 		if ents, _ := os.ReadDir(path); len(ents) > 0 {
 			if st, err := os.Lstat(filepath.Join(path, "entries")); err != nil || !st.IsDir() {
-				return nil, fmt.Errorf("progcache: %s is not a progcache directory (no entries/ inside): %w", path, progcache.ErrNotCache)
+				return nil, fmt.Errorf("progcache: %s holds files but no entries/ directory, so it is not a progcache cache directory; give the cache's own directory or a bolt file", path)
 			}
 		}
 		return progcache.OpenFileStream(path, progcache.FileStreamOptions{Record: rec, ReadOnly: readOnly})

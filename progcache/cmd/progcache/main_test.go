@@ -259,27 +259,58 @@ func TestCLIVerifyWithoutMACKeyKeepsEntries(t *testing.T) {
 }
 
 func TestCLIHelp(t *testing.T) {
-	for _, arg := range []string{"-h", "--help"} {
+	for _, args := range [][]string{{"-h"}, {"-help"}, {"--help"}, {"help"}, {"stats", "-h"}, {"verify", "--help"}, {"prune", "/some/path", "-h"}} {
 		var out, errb bytes.Buffer
-		if code := run([]string{arg}, &out, &errb); code != 0 || !strings.Contains(out.String(), "usage: progcache") {
-			t.Errorf("%s: exit %d, stdout %q; want the usage on stdout and 0", arg, code, out.String())
+		if code := run(args, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "usage: progcache") || errb.Len() != 0 {
+			t.Errorf("%q: exit %d, stdout %.40q, stderr %q; want 0 and the usage on stdout only", args, code, out.String(), errb.String())
 		}
 	}
 }
 
+// TestCLIUsage checks that each kind of bad usage exits 2 with a message
+// that says what was wrong and what is valid, and touches no cache.
 func TestCLIUsage(t *testing.T) {
-	for _, args := range [][]string{{}, {"stats"}, {"bogus", t.TempDir()}, {"prune", t.TempDir()}, {"prune", "--max-size", "x", t.TempDir()}} {
-		if _, code := runCLI(t, args...); code != 2 {
-			t.Errorf("run(%q) = %d, want 2", args, code)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{nil, "progcache: no command given; valid commands: stats, ls, verify, prune, clear, help\n\nusage: progcache"},
+		{[]string{"--json"}, "no command given; valid commands: stats, ls,"},
+		{[]string{"bogus", dir}, `progcache: unknown command "bogus"; valid commands: stats, ls, verify, prune, clear, help (run progcache -h for usage)`},
+		{[]string{"bogus"}, `unknown command "bogus"; valid commands:`},
+		{[]string{dir}, `unknown command "` + dir + `"; valid commands:`},
+		{[]string{"stats"}, "progcache: stats needs a cache PATH: a cache directory or a bolt file\n\nusage:"},
+		{[]string{"ls", dir, "other"}, `progcache: unexpected argument "other" after PATH "` + dir + `": ls takes one PATH`},
+		{[]string{"--bogus", "stats", dir}, "progcache: flag provided but not defined: -bogus\n\nusage: progcache"},
+		{[]string{"stats", dir, "--json=maybe"}, `invalid boolean value "maybe" for -json`},
+		{[]string{"ls", dir, "--max-size"}, "flag needs an argument: -max-size"},
+		{[]string{"stats", "--fix", dir}, "progcache: --fix goes with verify, not stats"},
+		{[]string{"clear", "--max-size", "1MB", dir}, "progcache: --max-size goes with prune, not clear"},
+		{[]string{"prune", dir}, "progcache: prune needs --max-size SIZE, the size to prune down to, e.g. 500MB or 2GiB"},
+		{[]string{"prune", "--max-size", "x", dir}, `progcache: --max-size: size "x": want a byte count with an optional unit`},
+		{[]string{"prune", "--max-size", "-1MB", dir}, `size "-1MB": want a byte count`},
+		// Usage is judged before the key file is read.
+		{[]string{"--mac-key-file", filepath.Join(dir, "nokey"), "bogus", dir}, `unknown command "bogus"`},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(tc.args, &out, &errb); code != 2 || !strings.Contains(errb.String(), tc.msg) || out.Len() != 0 {
+			t.Errorf("run(%q) = %d, stdout %q, stderr %q; want 2 and %q on stderr only", tc.args, code, out.String(), errb.String(), tc.msg)
 		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("usage errors wrote into the cache directory: %v", ents)
 	}
 	if _, code := runCLI(t, "stats", filepath.Join(t.TempDir(), "missing")); code != 1 {
 		t.Error("a missing path must fail with 1")
 	}
 	other := t.TempDir()
 	os.WriteFile(filepath.Join(other, "notes.txt"), []byte("x"), 0o600)
-	if _, code := runCLI(t, "stats", other); code != 1 {
-		t.Error("a directory that is not a cache must be refused")
+	if out, code := runCLI(t, "stats", other); code != 1 || !strings.Contains(out, "holds files but no entries/ directory, so it is not a progcache cache directory; give the cache's own directory or a bolt file") {
+		t.Errorf("a directory that is not a cache: exit %d, %q; want 1 and why it was refused", code, out)
+	}
+	if out, code := runCLI(t, "--mac-key-file", filepath.Join(other, "nokey"), "stats", other); code != 1 || !strings.Contains(out, "--mac-key-file: open ") || !strings.Contains(out, "want a file holding the cache's MAC key") {
+		t.Errorf("a missing key file: exit %d, %q; want 1 naming the flag and what it wants", code, out)
 	}
 	if _, err := os.Stat(filepath.Join(other, "entries")); !os.IsNotExist(err) {
 		t.Error("the CLI must not create a cache inside a foreign directory")
