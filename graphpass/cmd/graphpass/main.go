@@ -83,8 +83,7 @@ type options struct {
 
 func (c cli) run(args []string) int {
 	fs := flag.NewFlagSet("graphpass", flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
-	fs.Usage = func() {} // printed below: to stdout for -h, to stderr after an error
+	fs.SetOutput(io.Discard) // printed below: the usage to stdout for -h, errors and usage to stderr
 	var o options
 	fs.StringVar(&o.in, "in", "", "input GraphDef (.pb): a regular file")
 	fs.StringVar(&o.out, "out", "", "output GraphDef (.pb), replaced atomically; required unless -dump")
@@ -96,7 +95,7 @@ func (c cli) run(args []string) int {
 		var flags strings.Builder
 		fs.SetOutput(&flags)
 		fs.PrintDefaults()
-		fs.SetOutput(c.stderr)
+		fs.SetOutput(io.Discard)
 		lim := graphpass.DefaultLimits
 		fmt.Fprintf(w, usage, flags.String(), lim.MaxBytes, lim.MaxAllocPerByte)
 	}
@@ -105,6 +104,7 @@ func (c cli) run(args []string) int {
 			printUsage(c.stdout)
 			return 0
 		}
+		fmt.Fprintf(c.stderr, "graphpass: %v\n\n", err)
 		printUsage(c.stderr)
 		return 2
 	}

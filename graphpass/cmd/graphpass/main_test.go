@@ -98,7 +98,7 @@ func TestCLIErrors(t *testing.T) {
 		{[]string{"-in", filepath.Join(dir, "missing.pb"), "-dump"}, 1, "graphpass: -in " + filepath.Join(dir, "missing.pb") + ": no such file or directory"},
 		{[]string{"-in", good, "-out", filepath.Join(dir, "nodir", "o.pb")}, 1, "-out " + filepath.Join(dir, "nodir", "o.pb") + ": its directory " + filepath.Join(dir, "nodir") + " does not exist; create it first"},
 		{[]string{"-in", good, "-out", filepath.Join(good, "o.pb")}, 1, "graphpass: -out " + filepath.Join(good, "o.pb") + ": "}, // the OS's words for "not a directory"
-		{[]string{"-bogus"}, 2, "flag provided but not defined: -bogus\nusage: graphpass"},
+		{[]string{"-bogus"}, 2, "graphpass: flag provided but not defined: -bogus\n\nusage: graphpass"},
 		{[]string{"-max-bytes", "lots"}, 2, `invalid value "lots" for flag -max-bytes`},
 	}
 	for _, tt := range tests {
