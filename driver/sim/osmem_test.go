@@ -5,43 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/accelkit/accelkit/driver"
 )
-
-func TestMmapErr(t *testing.T) {
-	tests := []struct {
-		err  error
-		want error
-		word string
-	}{
-		{unix.ENOMEM, driver.ErrOutOfMemory, "vm.max_map_count"},
-		{unix.EMFILE, driver.ErrOutOfMemory, "file limit"},
-		{unix.EINVAL, driver.ErrInvalidValue, "mmap of 4096 bytes"},
-	}
-	for _, tt := range tests {
-		err := mmapErr("pinned host memory", 4096, tt.err)
-		if !errors.Is(err, tt.want) || !errors.Is(err, tt.err) || !strings.Contains(err.Error(), tt.word) {
-			t.Errorf("mmapErr(%v) = %v; want it to wrap %v and %v and mention %q", tt.err, err, tt.want, tt.err, tt.word)
-		}
-	}
-}
-
-func TestReserveRangeAlignment(t *testing.T) {
-	for _, align := range []uint64{pageSize, 2 << 20, 64 << 20} {
-		p, err := reserveRange(4<<20, align)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p%align != 0 {
-			t.Errorf("reserveRange(4 MiB, %d) = %#x, not aligned", align, p)
-		}
-		if err := unmap(p, 4<<20); err != nil {
-			t.Error(err)
-		}
-	}
-}
 
 func TestFill(t *testing.T) {
 	for _, n := range []int{0, 1, 2, 3, 100, 4097} {
@@ -56,6 +21,52 @@ func TestFill(t *testing.T) {
 					t.Fatalf("fill(%d bytes, %#x): byte %d = %#x", n, v, i, x)
 				}
 			}
+		}
+	}
+}
+
+// TestVMMUnavailable runs, on every OS, what Windows does: without VMM
+// support the default configuration has VMM off, asking for it is
+// ErrNotSupported, and the device offers no driver.VMM.
+func TestVMMUnavailable(t *testing.T) {
+	if defaultConfig(false).VMM {
+		t.Error("defaultConfig(false).VMM = true")
+	}
+	if DefaultConfig().VMM != vmmAvailable {
+		t.Errorf("DefaultConfig().VMM = %v, want vmmAvailable %v", DefaultConfig().VMM, vmmAvailable)
+	}
+	for _, dsn := range []string{"vmm=true", "devices=2,vmm=true"} {
+		drv, err := open(dsn, false)
+		if err == nil {
+			drv.Close()
+		}
+		if !errors.Is(err, driver.ErrNotSupported) || !strings.Contains(err.Error(), "vmm=false") {
+			t.Errorf("open(%q) without VMM support = %v; want ErrNotSupported suggesting vmm=false", dsn, err)
+		}
+	}
+	if _, err := newDriver(Config{VMM: true}, false); !errors.Is(err, driver.ErrNotSupported) {
+		t.Errorf("newDriver(VMM: true) without VMM support = %v; want ErrNotSupported", err)
+	}
+	for _, dsn := range []string{"", "vmm=false,devices=2"} {
+		drv, err := open(dsn, false)
+		if err != nil {
+			t.Fatalf("open(%q) without VMM support: %v", dsn, err)
+		}
+		if drv.Config().VMM {
+			t.Errorf("open(%q) without VMM support: Config().VMM = true", dsn)
+		}
+		dev, _ := drv.Device(0)
+		if _, ok := driver.AsVMM(dev); ok {
+			t.Errorf("open(%q) without VMM support: device %T offers driver.VMM", dsn, dev)
+		}
+		if _, ok := driver.AsPeer(dev); !ok {
+			t.Errorf("open(%q) without VMM support: device %T lost driver.Peer", dsn, dev)
+		}
+		if _, err := Hooks(dev).AddressReserve(DefaultGranularity, 0); !errors.Is(err, driver.ErrNotSupported) {
+			t.Errorf("AddressReserve without VMM support = %v; want ErrNotSupported", err)
+		}
+		if err := drv.Close(); err != nil {
+			t.Error(err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"runtime"
 	"sync"
 
 	"github.com/accelkit/accelkit/driver"
@@ -38,9 +39,12 @@ type Config struct {
 }
 
 // DefaultConfig is the configuration of Open(""): one 8 GiB device with VMM
-// (2 MiB granularity) and peer access.
-func DefaultConfig() Config {
-	return Config{Devices: 1, Capacity: DefaultCapacity, VMM: true, Granularity: DefaultGranularity, Peer: true}
+// (2 MiB granularity) and peer access. VMM is on where the sim can offer it:
+// on Linux, macOS and FreeBSD, not on Windows.
+func DefaultConfig() Config { return defaultConfig(vmmAvailable) }
+
+func defaultConfig(vmm bool) Config {
+	return Config{Devices: 1, Capacity: DefaultCapacity, VMM: vmm, Granularity: DefaultGranularity, Peer: true}
 }
 
 func init() {
@@ -56,13 +60,18 @@ func init() {
 // Open opens a simulated driver configured by dsn, a comma-separated list of
 // key=value: devices (default 1), capacity (bytes per device, such as
 // "64MiB"; default 8GiB), vmm (default true), granularity (default 2MiB) and
-// peer (default true). An empty dsn gives DefaultConfig.
-func Open(dsn string) (*Driver, error) {
+// peer (default true). An empty dsn gives DefaultConfig. Where the sim
+// offers no VMM (Windows), vmm defaults to false and vmm=true is an error
+// wrapping driver.ErrNotSupported.
+func Open(dsn string) (*Driver, error) { return open(dsn, vmmAvailable) }
+
+// open is Open on a platform that can (vmmOK) or cannot offer VMM.
+func open(dsn string, vmmOK bool) (*Driver, error) {
 	d, err := driver.ParseDSN("sim", dsn, dsnKeys)
 	if err != nil {
 		return nil, err
 	}
-	def := DefaultConfig()
+	def := defaultConfig(vmmOK)
 	cfg := Config{}
 	var errs []error
 	var e error
@@ -85,7 +94,7 @@ func Open(dsn string) (*Driver, error) {
 	if _, ok := d["granularity"]; ok && cfg.Granularity == 0 {
 		return nil, fmt.Errorf("sim dsn %q: granularity must be a power of two >= %d: %w", dsn, pageSize, driver.ErrInvalidValue)
 	}
-	return New(cfg)
+	return newDriver(cfg, vmmOK)
 }
 
 // Driver is an opened simulated backend. It is safe for concurrent use.
@@ -100,8 +109,12 @@ type Driver struct {
 
 // New opens a simulated driver with cfg. Zero Devices, Capacity and
 // Granularity take their defaults; VMM and Peer are taken as given (start
-// from DefaultConfig to get them on).
-func New(cfg Config) (*Driver, error) {
+// from DefaultConfig to get them on). VMM where the sim cannot offer it
+// (Windows) is an error wrapping driver.ErrNotSupported.
+func New(cfg Config) (*Driver, error) { return newDriver(cfg, vmmAvailable) }
+
+// newDriver is New on a platform that can (vmmOK) or cannot offer VMM.
+func newDriver(cfg Config, vmmOK bool) (*Driver, error) {
 	if cfg.Devices == 0 {
 		cfg.Devices = 1
 	}
@@ -116,6 +129,9 @@ func New(cfg Config) (*Driver, error) {
 		return nil, fmt.Errorf("sim: %d devices: want 1 to %d: %w", cfg.Devices, maxDevices, driver.ErrInvalidValue)
 	case bits.OnesCount64(cfg.Granularity) != 1 || cfg.Granularity < pageSize:
 		return nil, fmt.Errorf("sim: granularity %d: want a power of two >= the page size %d: %w", cfg.Granularity, pageSize, driver.ErrInvalidValue)
+	case cfg.VMM && !vmmOK:
+		return nil, fmt.Errorf("sim: vmm=true: the sim offers no VMM on %s (it maps shared memory at fixed addresses only on Linux, macOS and FreeBSD); use vmm=false: %w",
+			runtime.GOOS, driver.ErrNotSupported)
 	}
 	drv := &Driver{cfg: cfg}
 	for i := range cfg.Devices {

@@ -3,27 +3,27 @@ package sim
 import (
 	"fmt"
 	"math/bits"
-
-	"golang.org/x/sys/unix"
+	"os"
 
 	"github.com/accelkit/accelkit/driver"
 )
 
-// memHandle is physical memory from MemCreate: a memfd of size bytes.
+// memHandle is physical memory from MemCreate: a file of size bytes (a
+// memfd on Linux, an unlinked temporary file elsewhere; see newPhysMem).
 // Its fields are guarded by the device's mu.
 type memHandle struct {
 	id       driver.MemHandle
 	size     uint64
-	fd       int // -1 once released
-	mapped   int // granules mapped from it
+	mem      *os.File // nil once released
+	mapped   int      // granules mapped from it
 	released bool
 }
 
 // close drops the file; mappings keep the memory until they go.
 func (h *memHandle) close() {
-	if h.fd >= 0 {
-		unix.Close(h.fd)
-		h.fd = -1
+	if h.mem != nil {
+		h.mem.Close()
+		h.mem = nil
 	}
 }
 
@@ -147,8 +147,9 @@ func (d *Device) AddressFree(p driver.Ptr, size uint64) error {
 	return unmap(r.base, r.size)
 }
 
-// MemCreate creates size bytes of physical memory (a memfd), charged
-// against the capacity.
+// MemCreate creates size bytes of physical memory (a memfd on Linux, an
+// unlinked temporary file on macOS and FreeBSD), charged against the
+// capacity.
 func (d *Device) MemCreate(size uint64) (driver.MemHandle, error) {
 	const op = "MemCreate"
 	if err := d.vmmCheck(op); err != nil {
@@ -163,14 +164,14 @@ func (d *Device) MemCreate(size uint64) (driver.MemHandle, error) {
 	if err := d.charge(op, size, size); err != nil {
 		return 0, err
 	}
-	fd, err := newMemfd(size)
+	mem, err := newPhysMem(size)
 	if err != nil {
 		d.refund(size)
 		return 0, fmt.Errorf("sim device %d: %s: %w", d.ordinal, op, err)
 	}
 	d.mu.Lock()
 	d.nextHandle++
-	h := &memHandle{id: d.nextHandle, size: size, fd: fd}
+	h := &memHandle{id: d.nextHandle, size: size, mem: mem}
 	d.handles[h.id] = h
 	d.mu.Unlock()
 	d.stats.memCreates.Add(1)
@@ -245,7 +246,7 @@ func (d *Device) MemMap(p driver.Ptr, size, offset uint64, id driver.MemHandle) 
 	if err := d.granulesMapped(op, r, first, last, false); err != nil {
 		return err
 	}
-	if err := mapFileFixed(uint64(p), size, h.fd, offset); err != nil {
+	if err := mapFileFixed(uint64(p), size, h.mem, offset); err != nil {
 		return fmt.Errorf("sim device %d: %s: %w", d.ordinal, op, err)
 	}
 	for i := first; i < last; i++ {

@@ -1,0 +1,6 @@
+//go:build linux && !simportable
+
+package sim
+
+// wantBacking is the file name VMM mappings show in /proc/self/maps.
+const wantBacking = "/memfd:accelkit-sim"
