@@ -9,7 +9,9 @@ import (
 )
 
 func ExampleOpen() {
-	drv, err := sim.Open("devices=2,capacity=64MiB")
+	// vmm=false hides driver.VMM, as on a GPU without it (and as on Windows,
+	// where the sim offers none).
+	drv, err := sim.Open("devices=2,capacity=64MiB,vmm=false")
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -18,14 +20,15 @@ func ExampleOpen() {
 	dev, _ := drv.Device(1)
 	free, total, _ := dev.MemInfo()
 	_, hasVMM := driver.AsVMM(dev)
-	fmt.Println(dev.Name(), free>>20, total>>20, hasVMM)
+	_, hasPeer := driver.AsPeer(dev)
+	fmt.Println(dev.Name(), free>>20, total>>20, hasVMM, hasPeer)
 
 	p, _ := dev.Malloc(1 << 20)
 	_, err = dev.Malloc(64 << 20)
 	fmt.Println(errors.Is(err, driver.ErrOutOfMemory))
 	fmt.Println(dev.Free(p), errors.Is(dev.Free(p), driver.ErrInvalidPointer))
 	// Output:
-	// accelkit sim device 1 64 64 true
+	// accelkit sim device 1 64 64 false true
 	// true
 	// <nil> true
 }

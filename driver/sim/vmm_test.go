@@ -11,10 +11,7 @@ import (
 func TestVMM(t *testing.T) {
 	drv := open(t, "capacity=64MiB")
 	dev, h := device(t, drv, 0)
-	vmm, ok := driver.AsVMM(dev)
-	if !ok {
-		t.Fatal("default sim device does not offer VMM")
-	}
+	vmm := needVMM(t, dev)
 	g := vmm.Granularity()
 	if g != 2<<20 {
 		t.Errorf("Granularity = %d, want 2 MiB", g)
@@ -139,7 +136,7 @@ func TestVMM(t *testing.T) {
 func TestVMMUnmapBeforeQueuedCopy(t *testing.T) {
 	drv := open(t, "capacity=64MiB,granularity=64KiB")
 	dev, h := device(t, drv, 0)
-	vmm, _ := driver.AsVMM(dev)
+	vmm := needVMM(t, dev)
 	g := vmm.Granularity()
 	r, _ := vmm.AddressReserve(g, 0)
 	m, _ := vmm.MemCreate(g)
