@@ -35,7 +35,8 @@ func TestTotalRAM(t *testing.T) {
 }
 
 // TestMapHostAndUnmap checks that pinned host memory is writable at once and
-// that VirtualFree releases it.
+// that VirtualFree takes it back. (A second VirtualFree is not tried: the
+// runtime may have been given the range again meanwhile.)
 func TestMapHostAndUnmap(t *testing.T) {
 	size := 16 * pageSize
 	p, err := mapHost(size)
@@ -51,8 +52,5 @@ func TestMapHostAndUnmap(t *testing.T) {
 	}
 	if err := unmap(p, size); err != nil {
 		t.Fatal(err)
-	}
-	if err := unmap(p, size); err == nil {
-		t.Error("a second VirtualFree of the same memory succeeded")
 	}
 }
