@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
@@ -175,32 +174,6 @@ func TestSnapshotOnOOM(t *testing.T) {
 	}
 	if len(snap.Segments) != 1 || snap.Stats["num_ooms"] != 1 {
 		t.Errorf("OOM snapshot: %d segments, num_ooms %d", len(snap.Segments), snap.Stats["num_ooms"])
-	}
-	mustFree(t, a, p)
-}
-
-func TestSnapshotOnSignal(t *testing.T) {
-	dev, _ := openDev(t, "")
-	path := filepath.Join(t.TempDir(), "sig.json")
-	a := newAlloc(t, dev, "")
-	p := mustAlloc(t, a, 1*mib, dev.DefaultStream())
-	written := make(chan struct{}, 1)
-	a.snapWritten = func() { written <- struct{}{} }
-	stop := a.NotifySnapshotOnSignal(syscall.SIGUSR1, path)
-	if err := syscall.Kill(os.Getpid(), syscall.SIGUSR1); err != nil {
-		t.Fatal(err)
-	}
-	<-written
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := ReadSnapshot(bytes.NewReader(data))
-	if err != nil || len(snap.Segments) != 1 {
-		t.Errorf("signal snapshot: %v, %+v", err, snap)
 	}
 	mustFree(t, a, p)
 }
