@@ -19,6 +19,7 @@ type ConsumerReport struct {
 	Module   string   // folder
 	Output   string   // the README program's output, first lines
 	Sums     []string // "module version" of every third-party module the consumer's go.sum downloads
+	Accelkit []string // the repository's modules the consumer's go.sum records
 	Cgo      []string // packages with cgo files in the consumer's build
 	Commands []string // commands installed with `go install path@version`
 	Problems []string
@@ -109,6 +110,11 @@ func (r *Rehearsal) Consumer(folder string) (*ConsumerReport, error) {
 		return nil, err
 	}
 	rep.Sums = SumModules(string(sum))
+	for _, line := range strings.Split(string(sum), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && inRepoSumLine(line) && !strings.HasSuffix(f[1], "/go.mod") {
+			rep.Accelkit = append(rep.Accelkit, strings.TrimPrefix(f[0], ModulePrefix))
+		}
+	}
 	listed, found := ReadmeSums(string(readme))
 	switch {
 	case !found:
@@ -119,15 +125,8 @@ func (r *Rehearsal) Consumer(folder string) (*ConsumerReport, error) {
 	}
 
 	// The module's commands, installed the way its README tells users to.
-	out, ok = step(nil, "list", "-f", "{{if eq .Name \"main\"}}{{.ImportPath}}{{end}}", z.Path+"/...")
-	if !ok {
-		return rep, nil
-	}
 	gobin := filepath.Join(dir, "bin")
-	for _, cmd := range strings.Fields(out) {
-		if strings.Contains(cmd+"/", "/internal/") {
-			continue // generators and other repository-only programs
-		}
+	for _, cmd := range z.Commands {
 		if _, ok := step([]string{"GOBIN=" + gobin}, "install", cmd+"@"+z.Version); !ok {
 			continue
 		}

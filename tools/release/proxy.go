@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io"
 	"io/fs"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -44,7 +47,8 @@ type Rehearsal struct {
 type ZipInfo struct {
 	Path, Version string
 	Files         int
-	License       string // "module" when the module has its own LICENSE, "root" when the repository's was added
+	License       string   // "module" when the module has its own LICENSE, "root" when the repository's was added
+	Commands      []string // import paths of its main packages, outside internal/ and testdata/
 }
 
 // markerName marks a folder as a rehearsal folder: NewRehearsal only empties
@@ -231,7 +235,58 @@ func (r *Rehearsal) addModule(folder, version string) (ZipInfo, error) {
 			return ZipInfo{}, err
 		}
 	}
-	return ZipInfo{Path: modPath, Version: version, Files: n, License: license}, nil
+	cmds, err := mainPackages(modPath, files)
+	if err != nil {
+		return ZipInfo{}, err
+	}
+	return ZipInfo{Path: modPath, Version: version, Files: n, License: license, Commands: cmds}, nil
+}
+
+// mainPackages returns the import paths of the folders of files that hold
+// a non-test Go file of package main: the commands a user can `go install
+// path@version`. Folders under internal/ or testdata/, and those of nested
+// modules, are left out.
+func mainPackages(modPath string, files []modzip.File) ([]string, error) {
+	nested := map[string]bool{}
+	for _, f := range files {
+		if dir, base := path.Split(f.Path()); base == "go.mod" && dir != "" {
+			nested[strings.TrimSuffix(dir, "/")] = true
+		}
+	}
+	inNested := func(dir string) bool {
+		for d := dir; d != "." && d != ""; d = path.Dir(d) {
+			if nested[d] {
+				return true
+			}
+		}
+		return false
+	}
+	seen := map[string]bool{}
+	var cmds []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		p := f.Path()
+		dir := path.Dir(p)
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || seen[dir] || inNested(dir) ||
+			strings.Contains("/"+dir+"/", "/internal/") || strings.Contains("/"+dir+"/", "/testdata/") {
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			return nil, err
+		}
+		af, err := parser.ParseFile(fset, p, rc, parser.PackageClauseOnly)
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		if af.Name.Name == "main" {
+			seen[dir] = true
+			cmds = append(cmds, path.Join(modPath, dir))
+		}
+	}
+	slices.Sort(cmds)
+	return cmds, nil
 }
 
 // zipHasLicense returns the number of files in a module zip, or an error

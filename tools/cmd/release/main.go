@@ -426,7 +426,7 @@ func rehearse(repo, dir string, mods []string, stdout io.Writer, logf func(strin
 		if len(rep.Cgo) > 0 {
 			cgo = strings.Join(rep.Cgo, " ")
 		}
-		fmt.Fprintf(stdout, "\n%s: go.sum downloads %d module(s); cgo packages: %s\n", m, len(rep.Sums), cgo)
+		fmt.Fprintf(stdout, "\n%s: go.sum records accelkit %s and %d third-party module(s); cgo packages: %s\n", m, strings.Join(rep.Accelkit, ", "), len(rep.Sums), cgo)
 		for _, c := range rep.Commands {
 			fmt.Fprintf(stdout, "  go install %s@%s: ok, -h exits 0\n", c, r.Zips[m].Version)
 		}
