@@ -31,7 +31,7 @@ const programTimeout = 2 * time.Minute
 
 // Consumer builds a fresh module outside the repository that requires only
 // module folder at its rehearsal version, the way a user starts: `go get`,
-// `go mod tidy`, build, vet (with and without cgo), run the program of the
+// `go mod tidy`, build, vet, list the packages with cgo, run the program of the
 // module README, and `go install` each of the module's commands at that
 // version and run it with -h. It compares the consumer's go.sum with the
 // list the README gives under SumHeading.
@@ -91,9 +91,6 @@ func (r *Rehearsal) Consumer(folder string) (*ConsumerReport, error) {
 		return rep, nil
 	}
 	if _, ok := step(nil, "vet", "./..."); !ok {
-		return rep, nil
-	}
-	if _, ok := step([]string{"CGO_ENABLED=0"}, "vet", "./..."); !ok {
 		return rep, nil
 	}
 	if out, ok := step(nil, "list", "-deps", "-f", "{{if .CgoFiles}}{{.ImportPath}}{{end}}", "."); ok {
