@@ -9,6 +9,28 @@ import (
 	"testing"
 )
 
+// rehearse builds a rehearsal of the test repository, closed with the test.
+func (r *testRepo) rehearse() *Rehearsal {
+	r.t.Helper()
+	reh, err := NewRehearsal(r.dir, r.rehearsal)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(reh.Close)
+	return reh
+}
+
+// alone prepares folder of the test repository alone, cleaned up with the test.
+func (r *testRepo) alone(reh *Rehearsal, folder string) *Alone {
+	r.t.Helper()
+	a, err := reh.Alone(folder)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { a.Close() })
+	return a
+}
+
 func zipNames(t *testing.T, r *Rehearsal, folder string) []string {
 	t.Helper()
 	z := r.Zips[folder]
@@ -34,11 +56,7 @@ func TestRehearsalZipsTheWorkTree(t *testing.T) {
 	r.write("a/sub/go.mod", "module x/sub\n") // a nested module: never in a's zip
 	r.write("a/sub/s.go", "package sub\n")
 	r.write("b/LICENSE", "b's own license\n") // b's own wins over the root's
-	reh, err := NewRehearsal(r.dir, r.rehearsal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reh.Close()
+	reh := r.rehearse()
 	if got, want := zipNames(t, reh, "a"), []string{"CHANGELOG.md", "LICENSE", "a.go", "go.mod", "new.go"}; !slices.Equal(got, want) {
 		t.Errorf("a's zip holds %q, want %q", got, want)
 	}
@@ -77,16 +95,7 @@ func TestRehearsalLockedFolder(t *testing.T) {
 
 func TestAloneResolvesThroughTheProxy(t *testing.T) {
 	r := newTestRepo(t, "v0.1.0")
-	reh, err := NewRehearsal(r.dir, r.rehearsal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reh.Close()
-	a, err := reh.Alone("b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := r.alone(r.rehearse(), "b")
 	if out, err := a.Run(nil, "build", "./..."); err != nil {
 		t.Fatalf("b alone, with a only in the rehearsal proxy: %v\n%s", err, out)
 	}
@@ -106,16 +115,7 @@ func TestTidyReportsAndWrites(t *testing.T) {
 	r := newTestRepo(t, "v0.1.0")
 	// An unused requirement: tidy drops it.
 	r.write("a/go.mod", "module "+ModulePrefix+"a\n\ngo 1.26\n\nrequire "+ModulePrefix+"b v0.1.0\n")
-	reh, err := NewRehearsal(r.dir, r.rehearsal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reh.Close()
-	a, err := reh.Alone("a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := r.alone(r.rehearse(), "a")
 	diff, err := a.Tidy(false)
 	if err != nil || !strings.Contains(diff, "-require "+ModulePrefix+"b v0.1.0") {
 		t.Fatalf("Tidy(false) = %q, %v; want the unused requirement reported", diff, err)
@@ -214,11 +214,7 @@ func TestWorkCheckAndSync(t *testing.T) {
 
 func TestCompareWorkspace(t *testing.T) {
 	r := newTestRepo(t, "v0.1.0")
-	reh, err := NewRehearsal(r.dir, r.rehearsal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer reh.Close()
+	reh := r.rehearse()
 	if diffs, err := reh.CompareWorkspace(); err != nil || len(diffs) > 0 {
 		t.Fatalf("CompareWorkspace with no third-party modules = %v, %v", diffs, err)
 	}

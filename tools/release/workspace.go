@@ -164,7 +164,7 @@ func (r *Rehearsal) CompareWorkspace() ([]DepDiff, error) {
 			return nil, fmt.Errorf("%s alone: %w", m, err)
 		}
 		alone := parseModList(out)
-		for _, p := range sortedMapKeys(alone) {
+		for _, p := range SortedKeys(alone) {
 			if folderOf(p) != "" || alone[p] == "" {
 				continue
 			}
@@ -194,7 +194,8 @@ func parseModList(out string) map[string]string {
 	return m
 }
 
-func sortedMapKeys(m map[string]string) []string {
+// SortedKeys returns m's keys in order.
+func SortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -114,9 +114,9 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		}
 		if sub.NArg() == 0 {
 			if atLeastOne {
-				return nil, usageErr("%s needs at least one module (released modules: %s)", cmd, strings.Join(sortedKeys(v.Modules), " "))
+				return nil, usageErr("%s needs at least one module (released modules: %s)", cmd, strings.Join(release.SortedKeys(v.Modules), " "))
 			}
-			return sortedKeys(v.Modules), nil
+			return release.SortedKeys(v.Modules), nil
 		}
 		return sub.Args(), nil
 	}
@@ -130,7 +130,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		for _, m := range sortedKeys(v.Modules) {
+		for _, m := range release.SortedKeys(v.Modules) {
 			last, err := release.LastTag(*repo, m)
 			if err != nil {
 				return err
@@ -339,7 +339,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		for _, m := range mods {
-			for _, dep := range sortedKeys(v.Modules) {
+			for _, dep := range release.SortedKeys(v.Modules) {
 				changed, err := release.SetRequire(*repo, m, dep, v.Modules[dep])
 				if err != nil {
 					return err
@@ -409,7 +409,7 @@ func rehearse(repo, dir string, mods []string, stdout io.Writer, logf func(strin
 	for _, m := range mods {
 		z, ok := r.Zips[m]
 		if !ok {
-			return usageErr("%s is not a released module (versions.yaml: %s)", m, strings.Join(sortedKeys(r.Versions.Modules), " "))
+			return usageErr("%s is not a released module (versions.yaml: %s)", m, strings.Join(release.SortedKeys(r.Versions.Modules), " "))
 		}
 		fmt.Fprintf(stdout, "zip %s@%s: %d files, LICENSE from the %s\n", z.Path, z.Version, z.Files, z.License)
 		if err := release.CheckVCSLicense(repo, m, "HEAD"); err != nil {
@@ -506,15 +506,6 @@ func alone(r *release.Rehearsal, m string, race, cross bool, fuzz time.Duration,
 		}
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // moduleDirs lists the folders under repo holding a go.mod, relative to
