@@ -1,12 +1,14 @@
 // Package release is the release machinery of the accelkit monorepo, used by
-// tools/cmd/release: it reads versions.yaml, checks that a module is ready to
-// be tagged <module>/vX.Y.Z, compares its exported API with its last tag,
-// keeps cross-module replace directives in sync, and creates tags.
+// tools/cmd/release: it reads versions.yaml, rehearses a release through a
+// file:// module proxy built from the work tree, builds modules alone
+// (GOWORK=off) through it, checks that a module is ready to be tagged
+// <module>/vX.Y.Z, compares its exported API with its last tag, keeps
+// go.work's replaces and in-repo requirements at the versions.yaml
+// versions, and creates tags.
 //
-// The model is opentelemetry-go's and etcd's: every module has its own
-// version; in-repo requirements name real released versions (the release
-// rewrites them), and relative replace directives stay in each go.mod for
-// development (Go ignores them for consumers).
+// Released go.mod files carry no replace directive: in-repo requirements
+// name released (or about to be released) versions, and go.work replaces
+// each module at its next version with its folder for development.
 package release
 
 import (
