@@ -118,9 +118,15 @@ func ParseSpec(spec string) (name, dsn string, err error) {
 		return "", "", fmt.Errorf("driver spec %q: empty backend name; want name[:dsn], e.g. sim:devices=2 or cuda", spec)
 	}
 	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+		if !isNameRune(r) {
 			return "", "", fmt.Errorf("driver spec %q: backend name %q has %q; want letters, digits, '-' or '_' before the ':'", spec, name, r)
 		}
 	}
 	return name, dsn, nil
+}
+
+// isNameRune reports whether r may appear in a backend name: an ASCII
+// letter or digit, '-' or '_'.
+func isNameRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_'
 }

@@ -62,7 +62,7 @@ func (d buggyDevice) Free(p driver.Ptr) error {
 
 func (d buggyDevice) CopyHtoD(dst driver.Ptr, src []byte, s driver.Stream) error {
 	if d.bug == "unpinned" {
-		return d.Device.CopyHtoDSync(dst, src)
+		return d.CopyHtoDSync(dst, src)
 	}
 	return d.Device.CopyHtoD(dst, src, s)
 }

@@ -28,5 +28,5 @@ func totalRAM() uint64 {
 	if unix.Sysinfo(&si) != nil {
 		return 0
 	}
-	return uint64(si.Totalram) * uint64(si.Unit)
+	return uint64(si.Totalram) * uint64(si.Unit) //nolint:unconvert // Totalram is uint32 on 32-bit Linux (386, arm, mips)
 }
