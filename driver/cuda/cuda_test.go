@@ -255,8 +255,8 @@ func TestErrorMapping(t *testing.T) {
 				t.Errorf("got Op %q Code %d Name %q; want cuMemAlloc_v2 %d %s", de.Op, de.Code, de.Name, tc.code, tc.name)
 			}
 			for _, s := range sentinels {
-				if errors.Is(err, s) != (s == tc.sentinel) {
-					t.Errorf("errors.Is(%v, %v) = %v", err, s, !(s == tc.sentinel))
+				if want := errors.Is(tc.sentinel, s); errors.Is(err, s) != want {
+					t.Errorf("errors.Is(%v, %v) = %v", err, s, !want)
 				}
 			}
 			_, err = d.Malloc(512) // the injection was for one call

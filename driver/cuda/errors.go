@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/accelkit/accelkit/driver"
@@ -106,5 +107,5 @@ func newError(op string, code int, lookup func(int) string) *driver.Error {
 // call on the device must fail with ErrDeviceLost.
 func poisons(code int) bool {
 	info, ok := results[code]
-	return ok && info.sentinel == driver.ErrDeviceLost
+	return ok && errors.Is(info.sentinel, driver.ErrDeviceLost)
 }

@@ -39,7 +39,7 @@ func TestResultTable(t *testing.T) {
 	}
 	for _, tc := range tests {
 		e := newError("cuOp", tc.code, nil)
-		if e.Op != "cuOp" || e.Code != tc.code || e.Name != tc.name || e.Err != tc.sentinel {
+		if e.Op != "cuOp" || e.Code != tc.code || e.Name != tc.name || !errors.Is(e.Err, tc.sentinel) {
 			t.Errorf("newError(%d) = %+v; want name %s, sentinel %v", tc.code, e, tc.name, tc.sentinel)
 		}
 		if tc.sentinel != nil && !errors.Is(e, tc.sentinel) {

@@ -107,7 +107,7 @@ func compile() {
 	object.path = filepath.Join(object.dir, "fakecuda.o")
 	out, err := exec.Command(cc, "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-c", "-o", object.path, Source).CombinedOutput()
 	if err != nil {
-		object.err = fmt.Errorf("compiling %s: %v\n%s", Source, err, out)
+		object.err = fmt.Errorf("compiling %s: %w\n%s", Source, err, out)
 	}
 }
 
