@@ -8,6 +8,7 @@ package cuda
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -52,8 +53,9 @@ func open(dsn string, wrap func(*device) driver.Device) (driver.Driver, error) {
 	for i := range int(n) {
 		d, err := newDevice(drv, i)
 		if err != nil {
-			drv.release()
-			return nil, err
+			// Release the contexts retained so far; a failed release is
+			// reported with the error that stopped Open.
+			return nil, errors.Join(err, drv.release())
 		}
 		if wrap != nil {
 			d.pub = wrap(d)

@@ -134,6 +134,37 @@ func TestCuInitFailureIsRetried(t *testing.T) {
 	}
 }
 
+// TestOpenReleasesOnDeviceFailure: when a later device fails to open, Open
+// releases the contexts it retained and reports a failed release along
+// with the error that stopped it.
+func TestOpenReleasesOnDeviceFailure(t *testing.T) {
+	l := fakecuda.Build(t, nil)
+	if err := l.Fail("cuDeviceGetName", errInvalidDevice, 1, 1); err != nil { // device 1
+		t.Fatal(err)
+	}
+	if err := l.Fail("cuDevicePrimaryCtxRelease_v2", errNotPermitted, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open("lib=" + l.Path)
+	if !errors.Is(err, driver.ErrNoDevice) || !strings.Contains(err.Error(), "device 1: cuDeviceGetName") {
+		t.Errorf("Open with device 1 failing = %v; want the cuDeviceGetName error (ErrNoDevice)", err)
+	}
+	if !errors.Is(err, driver.ErrNotSupported) || !strings.Contains(err.Error(), "device 0: cuDevicePrimaryCtxRelease_v2") {
+		t.Errorf("Open with the release failing = %v; want the cuDevicePrimaryCtxRelease_v2 error too", err)
+	}
+	if n := l.Counter("cuDevicePrimaryCtxRelease_v2"); n != 1 {
+		t.Errorf("Open released %d primary contexts; want 1 (device 0's)", n)
+	}
+	// Without the release failure the error is the device's alone.
+	if err := l.Fail("cuDeviceGetName", errInvalidDevice, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open("lib=" + l.Path)
+	if !errors.Is(err, driver.ErrNoDevice) || errors.Is(err, driver.ErrNotSupported) {
+		t.Errorf("Open with device 1 failing = %v; want only the cuDeviceGetName error", err)
+	}
+}
+
 func TestCapabilities(t *testing.T) {
 	tests := []struct {
 		name      string
