@@ -294,9 +294,8 @@ func (d *Device) Malloc(size uint64) (driver.Ptr, error) {
 	d.mem.mu.Lock()
 	ok := d.mem.insert(&region{base: p, size: size, mapped: n, kind: kindAlloc})
 	d.mem.mu.Unlock()
-	if !ok { // Close ran meanwhile
-		unmap(p, n)
-		return 0, d.check("Malloc")
+	if !ok { // Close ran meanwhile: undo the mapping, reporting a failed munmap too
+		return 0, errors.Join(d.check("Malloc"), unmap(p, n))
 	}
 	d.stats.mallocs.Add(1)
 	return driver.Ptr(p), nil
@@ -370,9 +369,8 @@ func (d *Device) HostAlloc(size int) (*driver.HostBuffer, error) {
 	d.host.mu.Lock()
 	ok := d.host.insert(r)
 	d.host.mu.Unlock()
-	if !ok { // Close ran meanwhile
-		unmap(p, n)
-		return nil, d.check("HostAlloc")
+	if !ok { // Close ran meanwhile: undo the mapping, reporting a failed munmap too
+		return nil, errors.Join(d.check("HostAlloc"), unmap(p, n))
 	}
 	d.stats.hostAllocs.Add(1)
 	return r.buf, nil

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"math/bits"
 	"os"
@@ -80,9 +81,8 @@ func (d *Device) AddressReserve(size, alignment uint64) (driver.Ptr, error) {
 	d.mem.mu.Lock()
 	ok := d.mem.insert(r)
 	d.mem.mu.Unlock()
-	if !ok { // Close ran meanwhile
-		unmap(p, size)
-		return 0, d.check(op)
+	if !ok { // Close ran meanwhile: undo the mapping, reporting a failed munmap too
+		return 0, errors.Join(d.check(op), unmap(p, size))
 	}
 	return driver.Ptr(p), nil
 }
