@@ -60,6 +60,15 @@ func (d buggyDevice) Free(p driver.Ptr) error {
 	return nil
 }
 
+// HostFree with bug "hostfreefail" frees the buffer but reports failure.
+func (d buggyDevice) HostFree(b *driver.HostBuffer) error {
+	err := d.Device.HostFree(b)
+	if d.bug == "hostfreefail" && b.Len() > 0 {
+		return errors.Join(err, errors.New("spurious HostFree failure"))
+	}
+	return err
+}
+
 func (d buggyDevice) CopyHtoD(dst driver.Ptr, src []byte, s driver.Stream) error {
 	if d.bug == "unpinned" {
 		return d.CopyHtoDSync(dst, src)
@@ -95,6 +104,7 @@ func TestSuiteCatchesBugs(t *testing.T) {
 		{"silentfree", "rule: a double Free is ErrInvalidPointer"},
 		{"unpinned", "rule: CopyHtoD from Go memory is ErrNotPinned"},
 		{"memset", "rule: HtoD, DtoD, Memset and DtoH on one stream round-trip the data"},
+		{"hostfreefail", "rule: devices, streams and events are safe for concurrent use: spurious HostFree failure"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.bug, func(t *testing.T) {
