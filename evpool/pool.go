@@ -123,7 +123,7 @@ func (p *Pool) Put(e driver.Event) {
 		p.mu.Lock()
 		p.foreign++
 		p.mu.Unlock()
-		p.destroy(e)
+		_ = p.destroy(e) // Put has no error result; the event leaves the pool either way (see doc)
 		return
 	}
 	p.mu.Lock()
@@ -133,7 +133,7 @@ func (p *Pool) Put(e driver.Event) {
 		return
 	}
 	p.mu.Unlock()
-	p.destroy(e)
+	_ = p.destroy(e) // as above: dropped by design, counted in Stats().Destroyed
 }
 
 // destroy destroys e and counts it; mu not held.
