@@ -186,7 +186,7 @@ func ParseConfig(s string) (Config, error) {
 			c.SnapshotOnOOM = v
 		}
 		if err != nil {
-			return Config{}, fmt.Errorf("%w: %v", ErrConfig, err)
+			return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
 	return c, nil

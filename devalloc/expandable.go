@@ -209,12 +209,13 @@ func (a *Allocator) mapHoleLocked(fs *freeSet, h *block, n uint64) (*block, erro
 	pages := int(n / a.gran)
 	handles := make([]driver.MemHandle, 0, pages)
 	undo := func(err error) (*block, error) {
+		// Best-effort cleanup after err, which is what the caller gets;
+		// a failure here leaves nothing better to do.
 		if len(handles) > 0 {
-			// Unmap what was mapped (errors here leave nothing better to do).
-			a.vmm.MemUnmap(h.ptr, uint64(len(handles))*a.gran)
+			_ = a.vmm.MemUnmap(h.ptr, uint64(len(handles))*a.gran)
 		}
 		for _, mh := range handles {
-			a.vmm.MemRelease(mh)
+			_ = a.vmm.MemRelease(mh)
 		}
 		a.unreserve(n)
 		return nil, err
@@ -225,7 +226,7 @@ func (a *Allocator) mapHoleLocked(fs *freeSet, h *block, n uint64) (*block, erro
 			return undo(err)
 		}
 		if err := a.vmm.MemMap(h.ptr+driver.Ptr(uint64(i)*a.gran), a.gran, 0, mh); err != nil {
-			a.vmm.MemRelease(mh)
+			_ = a.vmm.MemRelease(mh) // unmapped handle; best effort, err is what matters
 			return undo(err)
 		}
 		handles = append(handles, mh)
