@@ -434,7 +434,10 @@ func (a *Allocator) allocSlow(id uint64, small bool, rsize, size uint64, s drive
 	// Out of memory: complete pending frees, release every cached whole
 	// segment, and retry once.
 	a.count(func(c *counters) { c.numAllocRetries++ })
-	a.releaseAll()
+	// A release failure (a failed stream, a driver Free error) matters
+	// only if the retry still runs out of memory: then the OOM error says
+	// so, as it is a likely reason the cache did not make room.
+	relErr := a.releaseAll()
 	b, err = a.takeOrGrow(id, small, rsize, size, s)
 	if err == nil {
 		return b.ptr, nil
@@ -442,7 +445,7 @@ func (a *Allocator) allocSlow(id uint64, small bool, rsize, size uint64, s drive
 	if !errors.Is(err, driver.ErrOutOfMemory) {
 		return 0, fmt.Errorf("devalloc: alloc %d bytes on stream %d: %w", size, s.ID(), err)
 	}
-	return 0, a.oom(size, rsize, s, err)
+	return 0, a.oom(size, rsize, s, err, relErr)
 }
 
 // takeOrGrow takes a fit from the set of (id, pool), or grows that set,
@@ -1036,7 +1039,7 @@ func (a *Allocator) Close() error {
 	a.eachSetLocked(func(fs *freeSet) { ss = append(ss, fs.stream) })
 	a.mu.Unlock()
 	for _, s := range ss {
-		s.Synchronize() // as in freeSegments; errors change nothing here
+		_ = s.Synchronize() // as in freeSegments: a failed stream's error changes nothing here
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -1101,7 +1104,7 @@ func (a *Allocator) allocPassthrough(size uint64, s driver.Stream) (driver.Ptr, 
 	p, err := a.deviceMalloc(size)
 	if err != nil {
 		if errors.Is(err, driver.ErrOutOfMemory) {
-			return 0, a.oom(size, size, s, err)
+			return 0, a.oom(size, size, s, err, nil)
 		}
 		return 0, fmt.Errorf("devalloc: alloc %d bytes on stream %d: %w", size, s.ID(), err)
 	}
