@@ -21,8 +21,8 @@ const (
 )
 
 type benchObj struct {
-	id  int
-	pad [4]int64 // >= 32 bytes: never a tiny allocation
+	id int
+	_  [4]int64 // padding: >= 32 bytes, never a tiny allocation
 }
 
 type lruKey struct {

@@ -461,8 +461,8 @@ func TestEvict(t *testing.T) {
 func TestStress(t *testing.T) {
 	withProcs(t, func(t *testing.T) {
 		type weakKey struct {
-			x   int
-			pad [3]int64
+			x int
+			_ [3]int64 // padding past the 16-byte tiny allocator: each key dies alone
 		}
 		c := mustNew(t, func(_ context.Context, k *weakKey, y int) ([2]int, error) { return [2]int{k.x, y}, nil }, WithMaxSize(50))
 		keys := make([]*weakKey, 10)

@@ -34,7 +34,9 @@ func TestGCKeys(t *testing.T) {
 	runtime.KeepAlive(objs)
 }
 
-type bigValue struct{ payload [64]byte }
+// bigValue is large enough to be its own allocation (no tiny-alloc batching),
+// so a weak pointer to it reports its own collection.
+type bigValue struct{ _ [64]byte }
 
 // Values are released when their object dies, and every entry of an object
 // with many goes with it.
