@@ -428,11 +428,11 @@ func frame(b []byte, lim Limits) (fields, nodes int, err error) {
 	for off < len(b) {
 		num, typ, tl := protowire.ConsumeTag(b[off:])
 		if tl < 0 {
-			return 0, 0, fmt.Errorf("%w: graphdef field at byte %d: %v", ErrMalformed, off, protowire.ParseError(tl))
+			return 0, 0, fmt.Errorf("%w: graphdef field at byte %d: %w", ErrMalformed, off, protowire.ParseError(tl))
 		}
 		vl := protowire.ConsumeFieldValue(num, typ, b[off+tl:])
 		if vl < 0 {
-			return 0, 0, fmt.Errorf("%w: graphdef field %d at byte %d: %v", ErrMalformed, num, off, protowire.ParseError(vl))
+			return 0, 0, fmt.Errorf("%w: graphdef field %d at byte %d: %w", ErrMalformed, num, off, protowire.ParseError(vl))
 		}
 		if num == fGraphNode {
 			if typ != protowire.BytesType {
@@ -456,11 +456,11 @@ func (d *decoder) node(n *Node, b []byte) error {
 	for off < len(b) {
 		num, typ, tl := protowire.ConsumeTag(b[off:])
 		if tl < 0 {
-			return fmt.Errorf("%w: nodedef: %v", ErrMalformed, protowire.ParseError(tl))
+			return fmt.Errorf("%w: nodedef: %w", ErrMalformed, protowire.ParseError(tl))
 		}
 		vl := protowire.ConsumeFieldValue(num, typ, b[off+tl:])
 		if vl < 0 {
-			return fmt.Errorf("%w: nodedef field %d: %v", ErrMalformed, num, protowire.ParseError(vl))
+			return fmt.Errorf("%w: nodedef field %d: %w", ErrMalformed, num, protowire.ParseError(vl))
 		}
 		switch num {
 		case fNodeName, fNodeOp, fNodeInput, fNodeDevice, fNodeAttr:
@@ -518,11 +518,11 @@ func forEachField(b []byte, fn func(num protowire.Number, typ protowire.Type, v 
 	for len(b) > 0 {
 		num, typ, tl := protowire.ConsumeTag(b)
 		if tl < 0 {
-			return fmt.Errorf("%w: %v", ErrMalformed, protowire.ParseError(tl))
+			return fmt.Errorf("%w: %w", ErrMalformed, protowire.ParseError(tl))
 		}
 		vl := protowire.ConsumeFieldValue(num, typ, b[tl:])
 		if vl < 0 {
-			return fmt.Errorf("%w: field %d: %v", ErrMalformed, num, protowire.ParseError(vl))
+			return fmt.Errorf("%w: field %d: %w", ErrMalformed, num, protowire.ParseError(vl))
 		}
 		v := b[tl : tl+vl]
 		if typ == protowire.BytesType {
@@ -690,7 +690,7 @@ func (d *decoder) list(b []byte) (List, error) {
 				for len(v) > 0 {
 					x, n := protowire.ConsumeVarint(v)
 					if n < 0 {
-						return fmt.Errorf("%w: packed list: %v", ErrMalformed, protowire.ParseError(n))
+						return fmt.Errorf("%w: packed list: %w", ErrMalformed, protowire.ParseError(n))
 					}
 					if num == fListType {
 						l.Types = append(l.Types, DataType(int32(x)))

@@ -33,7 +33,7 @@ func writeOutput(path string, data []byte, wrap func(io.Writer) io.Writer) (err 
 		// A no-op after the rename; otherwise closes and removes the
 		// temporary file.
 		if cerr := pf.Cleanup(); cerr != nil && err != nil {
-			err = fmt.Errorf("%w (and removing the temporary file %s failed: %v)", err, pf.Name(), cerr)
+			err = fmt.Errorf("%w (and removing the temporary file %s failed: %w)", err, pf.Name(), cerr)
 		}
 	}()
 	if exists {

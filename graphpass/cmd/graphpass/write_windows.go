@@ -30,7 +30,7 @@ func writeOutput(path string, data []byte, wrap func(io.Writer) io.Writer) (err 
 		}
 		f.Close()
 		if rerr := os.Remove(f.Name()); rerr != nil && err != nil {
-			err = fmt.Errorf("%w (and removing the temporary file %s failed: %v)", err, f.Name(), rerr)
+			err = fmt.Errorf("%w (and removing the temporary file %s failed: %w)", err, f.Name(), rerr)
 		}
 	}()
 	var w io.Writer = f
