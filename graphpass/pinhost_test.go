@@ -244,6 +244,11 @@ func TestPinLongChain(t *testing.T) {
 	if st.Changed != n+1 {
 		t.Errorf("without a float consumer: %d moved, want %d", st.Changed, n+1)
 	}
+	for name, dev := range devices(g) {
+		if strings.HasPrefix(name, "c") && dev != cpu {
+			t.Errorf("without a float consumer: %s on %q, want %q", name, dev, cpu)
+		}
+	}
 	g, st = runPin(t, chain(n, true), PinOptions{})
 	if st.Changed != 0 {
 		t.Errorf("with a float consumer: %d moved, want 0", st.Changed)
