@@ -95,14 +95,23 @@ func newStreams(env *Env, n int) ([]driver.Stream, error) {
 	for range n {
 		s, err := env.Dev.NewStream()
 		if err != nil {
-			for _, s := range out {
-				s.Destroy()
-			}
+			_ = destroyStreams(out) // best effort: err is what the caller needs
 			return nil, err
 		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// destroyStreams destroys ss and returns the failures, joined.
+func destroyStreams(ss []driver.Stream) error {
+	var errs []error
+	for _, s := range ss {
+		if err := s.Destroy(); err != nil {
+			errs = append(errs, fmt.Errorf("destroy stream %d: %w", s.ID(), err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func newAlloc(env *Env, conf string) (*devalloc.Allocator, error) {
@@ -147,9 +156,7 @@ func devallocSuite() Suite {
 					if err == nil {
 						d, err = churn(a, streams, n)
 					}
-					for _, s := range streams {
-						s.Destroy()
-					}
+					err = errors.Join(err, destroyStreams(streams))
 					if err == nil {
 						err = a.EmptyCache()
 					}
@@ -485,7 +492,7 @@ func loadTrace(path string) ([]trace.Event, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return nil, fmt.Errorf("-trace %s: %v (%s)", path, err, want)
+		return nil, fmt.Errorf("-trace %s: %w (%s)", path, err, want)
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && !fi.Mode().IsRegular() {
@@ -545,9 +552,7 @@ func churnInvariantsSuite() Suite {
 				streams, err := newStreams(env, 8)
 				if err == nil {
 					_, err = churn(a, streams, ops)
-					for _, s := range streams {
-						s.Destroy()
-					}
+					err = errors.Join(err, destroyStreams(streams))
 				}
 				if err != nil {
 					a.Close()

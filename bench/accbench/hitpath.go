@@ -1,6 +1,7 @@
 package accbench
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -41,16 +42,12 @@ func (s *xorshift64star) logSize(lo, hi float64) uint64 {
 }
 
 // hitPath builds the pool state and returns ns per alloc+free pair.
-func hitPath(env *Env, a *devalloc.Allocator, iters int) (float64, error) {
-	streams := make([]driver.Stream, hitStreams)
-	for i := range streams {
-		s, err := env.Dev.NewStream()
-		if err != nil {
-			return 0, err
-		}
-		defer s.Destroy()
-		streams[i] = s
+func hitPath(env *Env, a *devalloc.Allocator, iters int) (nsPerPair float64, err error) {
+	streams, err := newStreams(env, hitStreams)
+	if err != nil {
+		return 0, err
 	}
+	defer func() { err = errors.Join(err, destroyStreams(streams)) }()
 	rng := xorshift64star(hitSeed)
 	ptrs := make([]driver.Ptr, 0, poolBlocks)
 	for i := range poolBlocks {

@@ -2,6 +2,7 @@ package accbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -103,8 +104,8 @@ func sizeName(n int) string {
 func h2dSuite() Suite {
 	return Suite{
 		Name: "h2d", Title: "host-to-device: staged through pinned chunks vs the driver's pageable copy",
-		Run: func(env *Env) (Output, error) {
-			var out Output
+		// Named results: the deferred frees join their errors into err.
+		Run: func(env *Env) (out Output, err error) {
 			a, err := hostpin.New(env.Dev, hostpin.Options{})
 			if err != nil {
 				return out, err
@@ -119,7 +120,11 @@ func h2dSuite() Suite {
 			if err != nil {
 				return out, err
 			}
-			defer env.Dev.Free(dst)
+			defer func() {
+				if ferr := env.Dev.Free(dst); ferr != nil {
+					err = errors.Join(err, fmt.Errorf("free the device buffer: %w", ferr))
+				}
+			}()
 			src := make([]byte, maxSize)
 			for i := range src {
 				src[i] = byte(i * 7)
@@ -128,7 +133,11 @@ func h2dSuite() Suite {
 			if err != nil {
 				return out, err
 			}
-			defer s.Destroy()
+			defer func() {
+				if derr := s.Destroy(); derr != nil {
+					err = errors.Join(err, fmt.Errorf("destroy stream %d: %w", s.ID(), derr))
+				}
+			}()
 			var stagedLine, directLine report.Line
 			stagedLine.Label, directLine.Label = "staged (mean)", "driver pageable (mean)"
 			for size := 4 << 10; size <= maxSize; size *= 4 {

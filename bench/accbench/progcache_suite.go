@@ -91,10 +91,13 @@ func progcacheSuite() Suite {
 				t0 = time.Now()
 				for i := range n {
 					got, ok, err := c.Get(ctx, keys[i%len(keys)])
-					if err != nil || !ok || len(got.Code) != len(payload) {
+					if err == nil && (!ok || len(got.Code) != len(payload)) {
+						err = fmt.Errorf("hit=%v with %d code bytes, want a hit with %d", ok, len(got.Code), len(payload))
+					}
+					if err != nil {
 						c.Close()
 						os.RemoveAll(dir)
-						return out, fmt.Errorf("%s get: hit=%v err=%v", nc.Name, ok, err)
+						return out, fmt.Errorf("%s get: %w", nc.Name, err)
 					}
 				}
 				getUS := float64(time.Since(t0).Microseconds()) / float64(n)
@@ -187,7 +190,7 @@ func getOrCompileCost(ctx context.Context, cc string) (miss, hit float64, err er
 				return progcache.Object{}, err
 			}
 			if b, err := exec.CommandContext(ctx, cc, "-c", "-O2", "-o", outf, in).CombinedOutput(); err != nil {
-				return progcache.Object{}, fmt.Errorf("cc: %v: %s", err, b)
+				return progcache.Object{}, fmt.Errorf("cc: %w: %s", err, b)
 			}
 			code, err := os.ReadFile(outf)
 			return progcache.Object{Kind: "elf", Name: "f.o", Code: code}, err
