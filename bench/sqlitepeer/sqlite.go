@@ -84,12 +84,16 @@ func (c *Cache) Get(ctx context.Context, k progcache.Key) (progcache.Object, boo
 	if err != nil || gotKey != k {
 		c.stats.corrupt.Add(1)
 		c.stats.misses.Add(1)
-		c.Delete(ctx, k)
+		// Still a miss; a failed removal is returned, as progcache.Bolt does,
+		// since the entry will be found corrupt again.
+		if err := c.Delete(ctx, k); err != nil {
+			return progcache.Object{}, false, fmt.Errorf("sqlitepeer: remove corrupt entry %s: %w", k, err)
+		}
 		return progcache.Object{}, false, nil
 	}
 	// Refresh the access time for LRU eviction; a failure here only ages
 	// the entry.
-	c.db.ExecContext(ctx, `UPDATE entries SET atime = ? WHERE key = ?`, time.Now().UnixNano(), k[:])
+	_, _ = c.db.ExecContext(ctx, `UPDATE entries SET atime = ? WHERE key = ?`, time.Now().UnixNano(), k[:])
 	c.stats.hits.Add(1)
 	return obj, true, nil
 }
@@ -114,7 +118,9 @@ func (c *Cache) Put(ctx context.Context, k progcache.Key, obj progcache.Object) 
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
+	// After Commit this is a no-op (sql.ErrTxDone); after an earlier error,
+	// that error is the one to return.
+	defer func() { _ = tx.Rollback() }()
 	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO entries (key, record, size, atime) VALUES (?, ?, ?, ?)`,
 		k[:], rec, len(rec), time.Now().UnixNano()); err != nil {
 		return err
@@ -183,7 +189,9 @@ func (c *Cache) Stats() progcache.Stats {
 		Evictions: c.stats.evictions.Load(), TooLarge: c.stats.tooLarge.Load(), Corrupt: c.stats.corrupt.Load(),
 	}
 	if !c.closed.Load() {
-		c.db.QueryRow(`SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries`).Scan(&s.Entries, &s.Bytes)
+		// Stats has no error result: on a failed query Entries and Bytes
+		// stay 0, the counters above are still right.
+		_ = c.db.QueryRow(`SELECT COUNT(*), COALESCE(SUM(size), 0) FROM entries`).Scan(&s.Entries, &s.Bytes)
 	}
 	return s
 }

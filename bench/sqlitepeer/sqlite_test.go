@@ -1,7 +1,9 @@
 package sqlitepeer
 
 import (
+	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/accelkit/accelkit/progcache"
@@ -40,5 +42,44 @@ func TestConformance(t *testing.T) {
 func TestNegativeCap(t *testing.T) {
 	if _, err := Open(filepath.Join(t.TempDir(), "x.db"), -1); err == nil {
 		t.Fatal("negative cap accepted")
+	}
+}
+
+// TestCorruptEntryRemoval: a corrupt record is a counted miss and is
+// removed; when the removal fails (a trigger refuses DELETE), Get says so
+// instead of reporting a plain miss, and a later Get removes it.
+func TestCorruptEntryRemoval(t *testing.T) {
+	ctx := context.Background()
+	c, err := Open(filepath.Join(t.TempDir(), "cache.db"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	var k progcache.Key
+	k[0] = 1
+	if err := c.Put(ctx, k, progcache.Object{Kind: "elf", Name: "f.o", Code: []byte("code")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.db.Exec(`UPDATE entries SET record = x'00' WHERE key = ?`, k[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.db.Exec(`CREATE TRIGGER refuse_delete BEFORE DELETE ON entries BEGIN SELECT RAISE(ABORT, 'delete refused'); END`); err != nil {
+		t.Fatal(err)
+	}
+	_, ok, err := c.Get(ctx, k)
+	if ok || err == nil || !strings.Contains(err.Error(), "remove corrupt entry") || !strings.Contains(err.Error(), "delete refused") {
+		t.Fatalf("Get of a corrupt entry that cannot be removed = (hit %v, %v), want a miss with the removal error", ok, err)
+	}
+	if _, err := c.db.Exec(`DROP TRIGGER refuse_delete`); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := c.Get(ctx, k); ok || err != nil {
+		t.Fatalf("Get of a corrupt entry = (hit %v, %v), want a plain miss", ok, err)
+	}
+	if n, err := c.Len(ctx); n != 0 || err != nil {
+		t.Errorf("Len = %d, %v after the corrupt entry's removal, want 0", n, err)
+	}
+	if st := c.Stats(); st.Corrupt != 2 || st.Misses != 2 {
+		t.Errorf("corrupt %d misses %d, want 2 and 2", st.Corrupt, st.Misses)
 	}
 }
