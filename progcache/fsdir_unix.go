@@ -13,6 +13,7 @@ package progcache
 // changes nothing: there is no second lookup.
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"time"
@@ -35,13 +36,19 @@ type fileStat struct {
 
 func statOf(st *unix.Stat_t) fileStat {
 	return fileStat{
-		mode:  modeOf(uint32(st.Mode)),
+		mode:  modeOf(uint32(widen(st.Mode))),
 		size:  st.Size,
 		mtime: time.Unix(st.Mtim.Unix()),
-		dev:   uint64(st.Dev), //nolint:unconvert // int32 on some systems
-		ino:   uint64(st.Ino), //nolint:unconvert
+		dev:   widen(st.Dev),
+		ino:   widen(st.Ino),
 	}
 }
+
+// widen converts a Stat_t field whose type differs by platform (Mode is
+// uint16 on Darwin and the BSDs, uint32 on Linux; Dev is int32 on Darwin,
+// uint64 on Linux), so that the conversion is neither missing on one
+// platform nor redundant on another.
+func widen[T ~uint16 | ~uint32 | ~uint64 | ~int32 | ~int64](v T) uint64 { return uint64(v) }
 
 // same reports whether s and o are the same file in the same state:
 // identity (device and inode), size and modification time.
@@ -79,7 +86,7 @@ func modeOf(m uint32) fs.FileMode {
 
 func ignoringEINTR(f func() error) error {
 	for {
-		if err := f(); err != unix.EINTR {
+		if err := f(); !errors.Is(err, unix.EINTR) {
 			return err
 		}
 	}
@@ -124,7 +131,7 @@ func (d *cacheDir) lstat(name string) (fileStat, error) {
 func (d *cacheDir) subdir(name string, create bool) (*cacheDir, error) {
 	if create {
 		err := unix.Mkdirat(d.fd, name, dirPerm)
-		if err != nil && err != unix.EEXIST {
+		if err != nil && !errors.Is(err, unix.EEXIST) {
 			return nil, &fs.PathError{Op: "mkdir", Path: d.join(name), Err: err}
 		}
 	}
@@ -136,7 +143,7 @@ func (d *cacheDir) subdir(name string, create bool) (*cacheDir, error) {
 	if err == nil {
 		return &cacheDir{fd: fd, path: d.join(name)}, nil
 	}
-	if err == unix.ENOENT {
+	if errors.Is(err, unix.ENOENT) {
 		return nil, &fs.PathError{Op: "open", Path: d.join(name), Err: err}
 	}
 	if st, serr := d.lstat(name); serr == nil && !st.mode.IsDir() {

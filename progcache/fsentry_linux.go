@@ -3,6 +3,7 @@
 package progcache
 
 import (
+	"errors"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -28,7 +29,7 @@ func (d *cacheDir) openEntryFD(shard, name string) (int, error) {
 			fd, err = unix.Openat2(d.fd, shard+"/"+name, &how)
 			return err
 		})
-		if err != unix.ENOSYS && err != unix.EPERM {
+		if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
 			return fd, err
 		}
 		noOpenat2.Store(true)

@@ -4,6 +4,7 @@ package progcache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -35,9 +36,9 @@ func (d *cacheDir) openEntry(shard, name string) (entryFile, error) {
 	fd, err := d.openEntryFD(shard, name)
 	if err != nil {
 		switch {
-		case err == unix.ENOENT:
+		case errors.Is(err, unix.ENOENT):
 			return e, &fs.PathError{Op: "open", Path: e.path(), Err: err}
-		case err == unix.ENOTDIR, err == unix.ELOOP, err == unix.EXDEV:
+		case errors.Is(err, unix.ENOTDIR), errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
 			return e, d.describeForeign(shard, name)
 		}
 		return e, &fs.PathError{Op: "open", Path: e.path(), Err: err}
@@ -70,7 +71,7 @@ func (d *cacheDir) readSmall(name string, limit int) ([]byte, error) {
 		fd, err = unix.Openat(d.fd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 		return err
 	})
-	if err == unix.ELOOP {
+	if errors.Is(err, unix.ELOOP) {
 		return nil, foreignError(d.join(name), fs.ModeSymlink, "a file")
 	}
 	if err != nil {
@@ -120,7 +121,7 @@ func (e *entryFile) read(ctx context.Context, n int64) ([]byte, error) {
 			}
 		}
 		m, err := unix.Pread(e.fd, b[off:min(len(b), off+readChunk)], int64(off))
-		if err == unix.EINTR {
+		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
