@@ -327,19 +327,19 @@ func (c *Bolt) repairLocked(gen uint64, cause error) error {
 	}
 	if why != "" {
 		h.close()
-		c.broken = fmt.Errorf("progcache: bolt file %s is damaged (%v); %s, so it is not set aside: %w", c.path, cause, why, ErrCorrupt)
+		c.broken = fmt.Errorf("progcache: bolt file %s is damaged (%w); %s, so it is not set aside: %w", c.path, cause, why, ErrCorrupt)
 		return c.broken
 	}
 	aside, err := setAside(c.path, h.info, h.close)
 	if err != nil {
-		c.broken = fmt.Errorf("progcache: bolt file %s is damaged (%v) and could not be set aside: %w", c.path, cause, errors.Join(err, ErrCorrupt))
+		c.broken = fmt.Errorf("progcache: bolt file %s is damaged (%w) and could not be set aside: %w", c.path, cause, errors.Join(err, ErrCorrupt))
 		return c.broken
 	}
 	c.opts.Logger.Warn("progcache: bolt file set aside and rebuilt", "path", c.path, "moved_to", aside, "reason", cause.Error())
 	c.setAside = aside
 	nh, es, err := c.openBolt(gen + 1)
 	if err != nil {
-		c.broken = fmt.Errorf("progcache: bolt file %s was damaged (%v) and set aside as %s, but no new file could be opened: %w", c.path, cause, aside, errors.Join(err, ErrCorrupt))
+		c.broken = fmt.Errorf("progcache: bolt file %s was damaged (%w) and set aside as %s, but no new file could be opened: %w", c.path, cause, aside, errors.Join(err, ErrCorrupt))
 		return c.broken
 	}
 	c.h, c.gen = nh, nh.gen
@@ -411,7 +411,9 @@ func (c *Bolt) Get(ctx context.Context, k Key) (Object, bool, error) {
 		if !c.opts.ReadOnly && !c.closed {
 			c.pending[k] = now
 			if len(c.pending) >= accessBatch {
-				c.updateLocked(c.flushLocked) // recency is best effort
+				// Recency is best effort: damage was already dealt with
+				// by updateLocked, and the hit stands either way.
+				_, _ = c.updateLocked(c.flushLocked)
 			}
 		}
 	}

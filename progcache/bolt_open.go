@@ -97,7 +97,8 @@ func (h *boltHandle) run(writable bool, fn func(*bolt.Tx) error) error {
 		inUse := tx.Size()
 		err = commit(tx, fn)
 		h.end(tx)
-		if _, ok := err.(*boltDamage); err != nil && !ok {
+		var dmg *boltDamage
+		if err != nil && !errors.As(err, &dmg) {
 			// bbolt reports some damage as plain errors: a commit
 			// growing a file truncated under it finds it "too small".
 			if fi, serr := h.file.Stat(); serr == nil && fi.Size() < inUse {
@@ -148,7 +149,7 @@ func (h *boltHandle) end(tx *bolt.Tx) {
 			h.wedged.Store(true)
 		}
 	}()
-	tx.Rollback()
+	_ = tx.Rollback() // fails only on a finished tx, ruled out above
 }
 
 // call runs fn on tx, turning a panic into a *boltDamage.
@@ -258,8 +259,10 @@ func openBoltPath(path string, readOnly bool) (f *os.File, viaLink, created bool
 // (see boltRenameWhileOpen), and only while path still names that regular
 // file: never a link, never a file someone put there since.
 func setAside(path string, fi os.FileInfo, closeFile func() error) (string, error) {
+	// The file is damaged and on its way out: whether it was moved is what
+	// counts, and a close error would not change what to do.
 	if !boltRenameWhileOpen {
-		closeFile()
+		_ = closeFile()
 	}
 	aside, err := func() (string, error) {
 		li, err := os.Lstat(path)
@@ -274,7 +277,7 @@ func setAside(path string, fi os.FileInfo, closeFile func() error) (string, erro
 		}
 	}()
 	if boltRenameWhileOpen {
-		closeFile()
+		_ = closeFile()
 	}
 	return aside, err
 }
@@ -326,10 +329,10 @@ func (c *Bolt) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string
 	damaged := func(why string, closeFile func() error) (*boltHandle, []*boltEntry, string, error) {
 		switch {
 		case ro:
-			closeFile()
+			_ = closeFile() // the damage is the error to report
 			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is damaged (%s); opened read-only, so left as it is: %w", c.path, why, ErrCorrupt)
 		case viaLink:
-			closeFile()
+			_ = closeFile() // the damage is the error to report
 			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is damaged (%s) and is a symbolic link, so it is not set aside: move the file it points to away: %w", c.path, why, ErrCorrupt)
 		}
 		aside, err := setAside(c.path, fi, closeFile)
