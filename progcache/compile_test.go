@@ -354,3 +354,72 @@ func waiterCompiles(t *testing.T, a, b *FileStream, hold time.Duration) int32 {
 	}
 	return bCompiles.Load()
 }
+
+// staleLock leaves a lock for k in c's directory as a holder killed an
+// hour ago would.
+func staleLock(t *testing.T, c *FileStream, k Key) string {
+	t.Helper()
+	p := c.lockPath(k)
+	if err := os.WriteFile(p, []byte("progcache-lock pid=1 host=gone lease=1000000\n"), filePerm); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(p, old, old); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestStaleLockBreakFails: a stale lock whose removal fails is an error
+// from tryLock, not "stale, try again", which sent lockKey straight back
+// to the same failure in a loop.
+func TestStaleLockBreakFails(t *testing.T) {
+	dir := t.TempDir()
+	c := openFS(t, dir, FileStreamOptions{LockLease: time.Second})
+	k := testKey(3)
+	p := staleLock(t, c, k)
+	// A directory where removeIfSame renames the lock to makes the rename
+	// fail (a file cannot replace a directory).
+	next := strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(trashSeq.Load()+1, 10) + "-" + lockName(k)
+	if err := os.Mkdir(filepath.Join(dir, "trash", next), dirPerm); err != nil {
+		t.Fatal(err)
+	}
+	unlock, stale, err := c.tryLock(context.Background(), lockName(k))
+	if unlock != nil {
+		unlock()
+	}
+	if err == nil || stale || !strings.Contains(err.Error(), "break stale lock") {
+		t.Fatalf("tryLock on an unbreakable stale lock = stale %v, err %v; want an error saying the lock could not be broken", stale, err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Errorf("the stale lock must still be there: %v", err)
+	}
+}
+
+// TestGetOrCompileUnbreakableStaleLock: a stale lock this process may not
+// remove (another user's, in a lock directory it cannot write) means no
+// lock can be taken here, so GetOrCompile compiles without it.
+func TestGetOrCompileUnbreakableStaleLock(t *testing.T) {
+	if runtime.GOOS == "windows" || os.Geteuid() == 0 {
+		t.Skip("needs Unix directory permissions that bind the test's user")
+	}
+	dir := t.TempDir()
+	c := openFS(t, dir, FileStreamOptions{LockLease: time.Second})
+	k := testKey(4)
+	staleLock(t, c, k)
+	locks := filepath.Join(dir, "locks")
+	if err := os.Chmod(locks, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Chmod(locks, dirPerm) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	compiles := 0
+	obj, err := GetOrCompile(ctx, c, k, func(context.Context) (Object, error) {
+		compiles++
+		return testObject(4, 100), nil
+	})
+	if err != nil || !obj.Equal(testObject(4, 100)) || compiles != 1 {
+		t.Fatalf("GetOrCompile past an unbreakable stale lock = err %v, %d compiles; want the object from one compile", err, compiles)
+	}
+}

@@ -356,7 +356,9 @@ func (c *FileStream) get(ctx context.Context, k Key, countMiss bool) (Object, bo
 		c.corrupt.Add(1)
 		c.misses.Add(1)
 		if !c.opts.ReadOnly {
-			c.removeEntry(rel[:2], rel[3:], e.st)
+			// Best effort: the Get is a miss either way, and an entry
+			// left behind is found corrupt and removed again later.
+			_, _ = c.removeEntry(rel[:2], rel[3:], e.st)
 		}
 		return Object{}, false, nil
 	default:
@@ -464,7 +466,7 @@ func (c *FileStream) commit(sd *cacheDir, name string, rec []byte) error {
 		err = renameRetrying(func() error { return c.tmpD.rename(tn, sd, name) })
 	}
 	if err != nil {
-		c.tmpD.remove(tn)
+		_ = c.tmpD.remove(tn) // err is what counts; scan sweeps a leftover past TempLease
 		return err
 	}
 	if c.opts.Sync {
@@ -836,8 +838,10 @@ func (c *FileStream) removeIfSame(d *cacheDir, name string, chosen fileStat) (re
 		return removal{outcome: kept}, err
 	}
 	st, err := c.trashD.lstat(t)
+	// A trash file left by a failed remove is swept by the next scan once
+	// older than trashLease.
 	if err == nil && st.same(chosen) {
-		c.trashD.remove(t)
+		_ = c.trashD.remove(t)
 		return removal{outcome: removed}, nil
 	}
 	// Not the file chosen: a peer committed a newer one. Put it back
@@ -846,7 +850,7 @@ func (c *FileStream) removeIfSame(d *cacheDir, name string, chosen fileStat) (re
 	if err == nil && c.trashD.link(t, d, name) == nil {
 		res = removal{outcome: replaced, size: st.size}
 	}
-	c.trashD.remove(t)
+	_ = c.trashD.remove(t)
 	return res, nil
 }
 

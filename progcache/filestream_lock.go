@@ -109,7 +109,9 @@ func (c *FileStream) tryLock(ctx context.Context, name string) (unlock func(), s
 		st, serr := fstatFile(f)
 		if werr != nil || serr != nil {
 			f.Close()
-			c.locksD.remove(name)
+			// The write error is what counts; a lock file left behind
+			// gets no heartbeat, so it goes stale and is broken.
+			_ = c.locksD.remove(name)
 			return nil, false, fmt.Errorf("progcache: write lock file: %w", errors.Join(werr, serr))
 		}
 		if c.hooks.lockHeld != nil {
@@ -140,8 +142,12 @@ func (c *FileStream) tryLock(ctx context.Context, name string) (unlock func(), s
 		return nil, false, nil
 	}
 	// Stale heartbeat: the holder died. Break the lock only if it is still
-	// the file judged stale.
-	c.removeIfSame(c.locksD, name, st)
+	// the file judged stale. A lock that cannot be broken (no permission
+	// to rename it) is an error: reporting it as stale would send lockKey
+	// straight back here in a loop.
+	if _, err := c.removeIfSame(c.locksD, name, st); err != nil {
+		return nil, false, fmt.Errorf("progcache: break stale lock: %w", err)
+	}
 	return nil, true, nil
 }
 
@@ -159,7 +165,9 @@ func (c *FileStream) heartbeat(f *os.File, name string, mine fileStat) func() {
 			case <-stop:
 				return
 			case <-t.C:
-				touchFile(f, time.Now())
+				// A missed beat is made up at the next tick, well
+				// inside the lease (four ticks).
+				_ = touchFile(f, time.Now())
 			}
 		}
 	})
@@ -175,7 +183,7 @@ func (c *FileStream) heartbeat(f *os.File, name string, mine fileStat) func() {
 		// Remove only our own lock: if it was broken and retaken by a
 		// peer (our heartbeat failed to keep it), leave theirs.
 		if cur, err := c.locksD.lstat(name); err == nil && cur.sameIdentity(mine) {
-			c.locksD.remove(name)
+			_ = c.locksD.remove(name) // left behind, it goes stale and is broken or swept
 		}
 	}
 }
@@ -201,7 +209,7 @@ func (c *FileStream) sweepLocks() {
 			}
 		}
 		if time.Since(st.mtime) > lease {
-			c.removeIfSame(c.locksD, n, st)
+			_, _ = c.removeIfSame(c.locksD, n, st) // best effort: the next sweep tries again
 		}
 	}
 }

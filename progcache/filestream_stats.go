@@ -69,7 +69,7 @@ func (c *FileStream) writeCounters(s Stats) error {
 		err = c.statsD.rename(tmp, c.statsD, statsName(""))
 	}
 	if err != nil {
-		c.statsD.remove(tmp)
+		_ = c.statsD.remove(tmp) // a dot-name is never counted, and is swept past TempLease
 		return fmt.Errorf("progcache: save counters: %w", err)
 	}
 	return nil
@@ -112,7 +112,7 @@ func (c *FileStream) saveCounters() error {
 	err := c.writeCounters(sum)
 	if err == nil {
 		for _, p := range claimed {
-			c.statsD.remove(p)
+			_ = c.statsD.remove(p) // a dot-name is never counted, and is swept past TempLease
 		}
 	}
 	return err
