@@ -85,7 +85,7 @@ func Run(t *testing.T, b Backend) {
 	})
 	t.Run("Overwrite", func(t *testing.T) {
 		c := open(t, 0)
-		c.Put(ctx, KeyN(1), ObjectN(1, 10))
+		mustPut(t, c, 1, 10)
 		if err := c.Put(ctx, KeyN(1), ObjectN(2, 20)); err != nil {
 			t.Fatal(err)
 		}
@@ -103,9 +103,11 @@ func Run(t *testing.T, b Backend) {
 			t.Fatalf("Delete of an absent key must not fail: %v", err)
 		}
 		for i := range 5 {
-			c.Put(ctx, KeyN(i), ObjectN(i, 10))
+			mustPut(t, c, i, 10)
 		}
-		c.Delete(ctx, KeyN(0))
+		if err := c.Delete(ctx, KeyN(0)); err != nil {
+			t.Fatalf("Delete: %v", err)
+		}
 		if _, ok, _ := c.Get(ctx, KeyN(0)); ok {
 			t.Fatal("Get after Delete must miss")
 		}
@@ -124,8 +126,7 @@ func Run(t *testing.T, b Backend) {
 	})
 	t.Run("TooLarge", func(t *testing.T) {
 		c := open(t, 64<<10)
-		small := ObjectN(1, 100)
-		c.Put(ctx, KeyN(1), small)
+		small := mustPut(t, c, 1, 100)
 		err := c.Put(ctx, KeyN(2), ObjectN(2, 128<<10))
 		if !errors.Is(err, progcache.ErrTooLarge) {
 			t.Fatalf("Put over the byte cap = %v, want ErrTooLarge", err)
@@ -172,7 +173,7 @@ func Run(t *testing.T, b Backend) {
 	})
 	t.Run("Close", func(t *testing.T) {
 		c := b.Open(t, 0)
-		c.Put(ctx, KeyN(1), ObjectN(1, 1))
+		mustPut(t, c, 1, 1)
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +232,7 @@ func Run(t *testing.T, b Backend) {
 		t.Run("Persistence", func(t *testing.T) {
 			c := b.Open(t, 0)
 			for i := range 3 {
-				c.Put(ctx, KeyN(i), ObjectN(i, 1000))
+				mustPut(t, c, i, 1000)
 			}
 			c = b.Reopen(t, c)
 			defer c.Close()
@@ -243,4 +244,16 @@ func Run(t *testing.T, b Backend) {
 			}
 		})
 	}
+}
+
+// mustPut stores ObjectN(n, size) under KeyN(n), failing the test if the
+// Put fails: a check that builds on it would otherwise fail later, naming
+// the wrong rule.
+func mustPut(t *testing.T, c progcache.Cache, n, size int) progcache.Object {
+	t.Helper()
+	obj := ObjectN(n, size)
+	if err := c.Put(context.Background(), KeyN(n), obj); err != nil {
+		t.Fatalf("Put of object %d (code %d bytes): %v", n, size, err)
+	}
+	return obj
 }
