@@ -191,14 +191,20 @@ type printer struct {
 	json bool
 }
 
-func (p *printer) emit(v any, human func(w io.Writer)) {
+// emit prints v as JSON, or through human. A JSON write that fails (a
+// closed pipe, a full disk) is an error, so a script reading the output
+// does not take a truncated document for the answer.
+func (p *printer) emit(v any, human func(w io.Writer)) error {
 	if p.json {
 		e := json.NewEncoder(p.w)
 		e.SetIndent("", "  ")
-		e.Encode(v)
-		return
+		if err := e.Encode(v); err != nil {
+			return fmt.Errorf("progcache: write JSON output: %w", err)
+		}
+		return nil
 	}
 	human(p.w)
+	return nil
 }
 
 // do runs cmd and returns the exit code: 1 when verify without --fix
@@ -210,7 +216,7 @@ func do(ctx context.Context, cmd string, c admin, limit int64, fix bool, out *pr
 		if err != nil {
 			return 1, err
 		}
-		out.emit(s, func(w io.Writer) {
+		return exit(out.emit(s, func(w io.Writer) {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintf(tw, "entries\t%d\n", s.Entries)
 			fmt.Fprintf(tw, "cache size\t%s\n", formatSize(s.Bytes))
@@ -227,16 +233,16 @@ func do(ctx context.Context, cmd string, c admin, limit int64, fix bool, out *pr
 			fmt.Fprintf(tw, "corrupt entries\t%d\n", s.Corrupt)
 			fmt.Fprintf(tw, "unreadable (other configuration)\t%d\n", s.Unreadable)
 			tw.Flush()
-		})
+		}))
 	case "ls", "verify":
 		es, err := c.Entries(ctx, cmd == "verify" && fix)
 		if err != nil {
 			return 1, err
 		}
 		if cmd == "verify" {
-			return report(es, fix, out), nil
+			return report(es, fix, out)
 		}
-		out.emit(es, func(w io.Writer) {
+		return exit(out.emit(es, func(w io.Writer) {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "KEY\tSIZE\tUSED\tKIND\tNAME")
 			for _, e := range es {
@@ -252,20 +258,20 @@ func do(ctx context.Context, cmd string, c admin, limit int64, fix bool, out *pr
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Key, formatSize(e.Size), e.Used.Format(time.RFC3339), kind, name)
 			}
 			tw.Flush()
-		})
+		}))
 	case "prune":
 		n, err := c.Prune(ctx, limit)
 		if err != nil {
 			return 1, err
 		}
 		s := c.Stats()
-		out.emit(struct {
+		return exit(out.emit(struct {
 			Evicted int   `json:"evicted"`
 			Bytes   int64 `json:"bytes"`
 			Entries int64 `json:"entries"`
 		}{n, s.Bytes, s.Entries}, func(w io.Writer) {
 			fmt.Fprintf(w, "evicted %d entries; %d entries, %s left\n", n, s.Entries, formatSize(s.Bytes))
-		})
+		}))
 	case "clear":
 		n, err := c.Len(ctx)
 		if err != nil {
@@ -274,18 +280,28 @@ func do(ctx context.Context, cmd string, c admin, limit int64, fix bool, out *pr
 		if err := c.Clear(ctx); err != nil {
 			return 1, err
 		}
-		out.emit(struct {
+		return exit(out.emit(struct {
 			Removed int `json:"removed"`
-		}{n}, func(w io.Writer) { fmt.Fprintf(w, "removed %d entries\n", n) })
+		}{n}, func(w io.Writer) { fmt.Fprintf(w, "removed %d entries\n", n) }))
+	}
+	return 0, nil
+}
+
+// exit is the exit code and error of a command whose last step, printing
+// its result, gave err.
+func exit(err error) (int, error) {
+	if err != nil {
+		return 1, err
 	}
 	return 0, nil
 }
 
 // report prints verify's findings and returns the exit code: 1 when
-// corrupt entries or foreign files were found and left (no --fix).
+// corrupt entries or foreign files were found and left (no --fix), or the
+// findings could not be printed.
 // Unreadable entries are another configuration's, not damage: they never
 // fail verify.
-func report(es []progcache.EntryInfo, fix bool, out *printer) int {
+func report(es []progcache.EntryInfo, fix bool, out *printer) (int, error) {
 	var v struct {
 		Checked    int                   `json:"checked"`
 		Corrupt    int                   `json:"corrupt"`
@@ -317,7 +333,7 @@ func report(es []progcache.EntryInfo, fix bool, out *printer) int {
 		v.Checked++
 		v.Bad = append(v.Bad, e)
 	}
-	out.emit(v, func(w io.Writer) {
+	err := out.emit(v, func(w io.Writer) {
 		for _, e := range v.Bad {
 			switch {
 			case e.Foreign && e.MovedTo != "":
@@ -341,10 +357,13 @@ func report(es []progcache.EntryInfo, fix bool, out *printer) int {
 			fmt.Fprintln(w, "unreadable entries were sealed by another configuration (another MAC key, or none): give the cache's key with --mac-key-file to check them")
 		}
 	})
-	if !fix && v.Corrupt+v.Foreign > 0 {
-		return 1
+	if err != nil {
+		return 1, err
 	}
-	return 0
+	if !fix && v.Corrupt+v.Foreign > 0 {
+		return 1, nil
+	}
+	return 0, nil
 }
 
 var errSize = errors.New("want a byte count with an optional unit: B, KB, MB, GB, TB (powers of 1000) or KiB, MiB, GiB, TiB (powers of 1024), e.g. 500MB")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -314,5 +315,34 @@ func TestCLIUsage(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(other, "entries")); !os.IsNotExist(err) {
 		t.Error("the CLI must not create a cache inside a foreign directory")
+	}
+}
+
+// failWriter fails every write, as a closed pipe does.
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// TestCLIJSONWriteFailure: JSON output that cannot be written fails the
+// command with exit status 1 and says so, for every command that prints.
+func TestCLIJSONWriteFailure(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fs")
+	c, err := progcache.OpenFileStream(dir, progcache.FileStreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, c, 2)
+	for _, args := range [][]string{
+		{"--json", "stats", dir},
+		{"--json", "ls", dir},
+		{"--json", "verify", dir},
+		{"--json", "prune", "--max-size", "1MiB", dir},
+		{"--json", "clear", dir},
+	} {
+		var errb bytes.Buffer
+		code := run(args, failWriter{}, &errb)
+		if code != 1 || !strings.Contains(errb.String(), "write JSON output") || !strings.Contains(errb.String(), "broken pipe") {
+			t.Errorf("%s with stdout failing = exit %d, stderr %q; want 1 and the write error", strings.Join(args, " "), code, errb.String())
+		}
 	}
 }
