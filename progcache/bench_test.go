@@ -141,7 +141,7 @@ func BenchmarkGetOrCompileCC(b *testing.B) {
 				return progcache.Object{}, err
 			}
 			if msg, err := exec.CommandContext(ctx, cc, "-O2", "-c", in, "-o", out).CombinedOutput(); err != nil {
-				return progcache.Object{}, fmt.Errorf("cc: %v: %s", err, msg)
+				return progcache.Object{}, fmt.Errorf("cc: %w: %s", err, msg)
 			}
 			code, err := os.ReadFile(out)
 			return progcache.Object{Kind: "elf", Name: "f.c", Code: code}, err

@@ -201,7 +201,7 @@ func damageReads(ctx context.Context, c *Bolt, entries int) []error {
 	var errs []error
 	check := func(op string, err error) {
 		if !damageOK(err) {
-			errs = append(errs, fmt.Errorf("%s: %v", op, err))
+			errs = append(errs, fmt.Errorf("%s: %w", op, err))
 		}
 	}
 	_, err := c.Len(ctx)
@@ -228,10 +228,10 @@ func exerciseDamaged(p string, entries int) error {
 	c, err := OpenBolt(p, quietBolt(BoltOptions{NoSync: true}))
 	if err != nil {
 		if !damageOK(err) {
-			return fmt.Errorf("open: %v; want nil, ErrNotCache or ErrCorrupt", err)
+			return fmt.Errorf("open: %w; want nil, ErrNotCache or ErrCorrupt", err)
 		}
 		if after, _ := os.ReadFile(p); !bytes.Equal(before, after) {
-			return fmt.Errorf("open refused (%v) but changed the file", err)
+			return fmt.Errorf("open refused (%w) but changed the file", err)
 		}
 		return nil
 	}
@@ -239,13 +239,16 @@ func exerciseDamaged(p string, entries int) error {
 	errs := damageReads(ctx, c, entries)
 	check := func(op string, err error) {
 		if !damageOK(err) {
-			errs = append(errs, fmt.Errorf("%s: %v", op, err))
+			errs = append(errs, fmt.Errorf("%s: %w", op, err))
 		}
 	}
 	newKey := testKey(entries + 1)
 	check("Put", c.Put(ctx, newKey, testObject(entries+1, 500)))
-	if got, ok, err := c.Get(ctx, newKey); err != nil || (ok && !got.Equal(testObject(entries+1, 500))) {
-		errs = append(errs, fmt.Errorf("Get after Put: hit %v, err %v", ok, err))
+	switch got, ok, err := c.Get(ctx, newKey); {
+	case err != nil:
+		errs = append(errs, fmt.Errorf("Get after Put: %w", err))
+	case ok && !got.Equal(testObject(entries+1, 500)):
+		errs = append(errs, errors.New("Get after Put returned a wrong object"))
 	}
 	check("Delete", c.Delete(ctx, testKey(2)))
 	_, err = c.Prune(ctx, 64<<10)
@@ -258,13 +261,15 @@ func exerciseDamaged(p string, entries int) error {
 	// Whatever happened, the path must hold a working cache again.
 	c, err = OpenBolt(p, quietBolt(BoltOptions{NoSync: true}))
 	if err != nil {
-		return errors.Join(append(errs, fmt.Errorf("reopen: %v", err))...)
+		return errors.Join(append(errs, fmt.Errorf("reopen: %w", err))...)
 	}
 	defer c.Close()
 	if err := c.Put(ctx, newKey, testObject(entries+1, 500)); err != nil {
-		errs = append(errs, fmt.Errorf("Put after reopen: %v", err))
-	} else if _, ok, err := c.Get(ctx, newKey); !ok || err != nil {
-		errs = append(errs, fmt.Errorf("Get after reopen: hit %v, err %v", ok, err))
+		errs = append(errs, fmt.Errorf("Put after reopen: %w", err))
+	} else if _, ok, err := c.Get(ctx, newKey); err != nil {
+		errs = append(errs, fmt.Errorf("Get after reopen: %w", err))
+	} else if !ok {
+		errs = append(errs, errors.New("Get after reopen missed the entry just put"))
 	}
 	return errors.Join(errs...)
 }
@@ -425,7 +430,7 @@ func exerciseReadOnly(p string, b []byte) error {
 	c, err := OpenBolt(p, quietBolt(BoltOptions{ReadOnly: true}))
 	if err != nil {
 		if !damageOK(err) {
-			errs = append(errs, fmt.Errorf("open: %v; want nil, ErrNotCache or ErrCorrupt", err))
+			errs = append(errs, fmt.Errorf("open: %w; want nil, ErrNotCache or ErrCorrupt", err))
 		}
 	} else {
 		errs = append(errs, damageReads(ctx, c, damageEntries)...)
@@ -434,12 +439,15 @@ func exerciseReadOnly(p string, b []byte) error {
 			"Delete": c.Delete(ctx, testKey(1)),
 			"Clear":  c.Clear(ctx),
 		} {
-			if !errors.Is(err, ErrReadOnly) && !errors.Is(err, ErrCorrupt) {
-				errs = append(errs, fmt.Errorf("%s on a read-only cache = %v, want ErrReadOnly", op, err))
+			switch {
+			case err == nil:
+				errs = append(errs, fmt.Errorf("%s on a read-only cache succeeded, want ErrReadOnly", op))
+			case !errors.Is(err, ErrReadOnly) && !errors.Is(err, ErrCorrupt):
+				errs = append(errs, fmt.Errorf("%s on a read-only cache = %w, want ErrReadOnly", op, err))
 			}
 		}
 		if err := c.Close(); !damageOK(err) {
-			errs = append(errs, fmt.Errorf("Close: %v", err))
+			errs = append(errs, fmt.Errorf("Close: %w", err))
 		}
 	}
 	after, err := os.Stat(p)
@@ -527,8 +535,11 @@ func TestBoltDamageWhileOpen(t *testing.T) {
 			writeBehind(t, p, entriesRoot(t, c)*int64(c.h.db.Info().PageSize), bytes.Repeat([]byte{0xEE}, 16))
 		}, func(c *Bolt) error {
 			_, err := c.Entries(ctx, false)
-			if !errors.Is(err, ErrCorrupt) {
-				return fmt.Errorf("Entries on a damaged file = %v, want ErrCorrupt", err)
+			switch {
+			case err == nil:
+				return errors.New("Entries on a damaged file succeeded, want ErrCorrupt")
+			case !errors.Is(err, ErrCorrupt):
+				return fmt.Errorf("Entries on a damaged file = %w, want ErrCorrupt", err)
 			}
 			return nil
 		}},

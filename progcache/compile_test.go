@@ -46,8 +46,11 @@ func TestGetOrCompileOnce(t *testing.T) {
 			for range callers {
 				wg.Go(func() {
 					obj, err := GetOrCompile(context.Background(), c, testKey(7), compile)
-					if err != nil || !obj.Equal(testObject(7, 5000)) {
-						errs <- fmt.Errorf("caller got err %v", err)
+					switch {
+					case err != nil:
+						errs <- fmt.Errorf("caller got err %w", err)
+					case !obj.Equal(testObject(7, 5000)):
+						errs <- errors.New("caller got a wrong object")
 					}
 				})
 			}

@@ -131,7 +131,7 @@ func TestFileStreamReadOnlyChangesNothing(t *testing.T) {
 // error is retried, at most commitRetries times with a doubling pause.
 func TestRetryRename(t *testing.T) {
 	busy, other := errors.New("sharing violation"), errors.New("path not found")
-	retryable := func(err error) bool { return err == busy }
+	retryable := func(err error) bool { return errors.Is(err, busy) }
 	for _, tc := range []struct {
 		name      string
 		errs      []error // what successive calls return; nil after the list
@@ -160,7 +160,7 @@ func TestRetryRename(t *testing.T) {
 				}
 				return nil
 			}, retryable, func(d time.Duration) { pauses = append(pauses, d) })
-			if err != tc.wantErr || calls != tc.wantCalls {
+			if !errors.Is(err, tc.wantErr) || calls != tc.wantCalls {
 				t.Errorf("err %v after %d calls; want %v after %d", err, calls, tc.wantErr, tc.wantCalls)
 			}
 			for i := 1; i < len(pauses); i++ {

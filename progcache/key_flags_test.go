@@ -207,7 +207,7 @@ func TestMakeKeyFlagRefusals(t *testing.T) {
 		t.Run(strings.Join(tc.extra, " "), func(t *testing.T) {
 			// Side outputs are refused even with an ExtraDigest; inputs the
 			// key cannot see only without one.
-			_, err := MakeKey(withExtra(tc.want == ErrUncacheable, tc.extra...))
+			_, err := MakeKey(withExtra(errors.Is(tc.want, ErrUncacheable), tc.extra...))
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("MakeKey(%q) error = %v, want %v", tc.extra, err, tc.want)
 			}
@@ -215,14 +215,14 @@ func TestMakeKeyFlagRefusals(t *testing.T) {
 			if !strings.Contains(msg, tc.named) {
 				t.Errorf("error %q does not name %s", msg, tc.named)
 			}
-			switch tc.want {
-			case ErrNeedsExtraDigest:
+			switch {
+			case errors.Is(tc.want, ErrNeedsExtraDigest):
 				if !strings.Contains(msg, digestHint) {
 					t.Errorf("error %q does not say %q", msg, digestHint)
 				}
 				// With an ExtraDigest the option is accepted.
 				mustKey(t, withExtra(true, tc.extra...))
-			case ErrUncacheable:
+			case errors.Is(tc.want, ErrUncacheable):
 				if !strings.Contains(msg, uncacheHint) {
 					t.Errorf("error %q does not say %q", msg, uncacheHint)
 				}
