@@ -22,6 +22,7 @@ type ConsumerReport struct {
 	Accelkit []string // the repository's modules the consumer's go.sum records
 	Cgo      []string // packages with cgo files in the consumer's build
 	Commands []string // commands installed with `go install path@version`
+	Built    bool     // the consumer built, vetted and listed its packages
 	Problems []string
 }
 
@@ -93,10 +94,12 @@ func (r *Rehearsal) Consumer(folder string) (*ConsumerReport, error) {
 	if _, ok := step(nil, "vet", "./..."); !ok {
 		return rep, nil
 	}
-	if out, ok := step(nil, "list", "-deps", "-f", "{{if .CgoFiles}}{{.ImportPath}}{{end}}", "."); ok {
-		rep.Cgo = strings.Fields(out)
+	out, ok := step(nil, "list", "-deps", "-f", "{{if .CgoFiles}}{{.ImportPath}}{{end}}", ".")
+	if !ok {
+		return rep, nil
 	}
-	out, err := runTimeout(dir, nil, programTimeout, bin)
+	rep.Cgo, rep.Built = strings.Fields(out), true
+	out, err = runTimeout(dir, nil, programTimeout, bin)
 	if err != nil {
 		add("consumer of %s: the README program failed:\n%s", folder, indent(out))
 	}
@@ -106,12 +109,7 @@ func (r *Rehearsal) Consumer(folder string) (*ConsumerReport, error) {
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	rep.Sums = SumModules(string(sum))
-	for _, line := range strings.Split(string(sum), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && inRepoSumLine(line) && !strings.HasSuffix(f[1], "/go.mod") {
-			rep.Accelkit = append(rep.Accelkit, strings.TrimPrefix(f[0], ModulePrefix))
-		}
-	}
+	rep.Accelkit, rep.Sums = sumZips(string(sum))
 	listed, found := ReadmeSums(string(readme))
 	switch {
 	case !found:

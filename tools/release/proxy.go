@@ -99,7 +99,7 @@ func NewRehearsal(repo, dir string) (*Rehearsal, error) {
 		r.Close()
 		return nil, err
 	}
-	for _, m := range sortedModules(vers) {
+	for _, m := range SortedKeys(vers.Modules) {
 		info, err := r.addModule(m, vers.Modules[m])
 		if err != nil {
 			r.Close()
@@ -117,15 +117,6 @@ func (r *Rehearsal) Close() {
 		r.unlock()
 		r.unlock = nil
 	}
-}
-
-func sortedModules(v *Versions) []string {
-	mods := make([]string, 0, len(v.Modules))
-	for m := range v.Modules {
-		mods = append(mods, m)
-	}
-	slices.Sort(mods)
-	return mods
 }
 
 // claimDir creates dir with the marker, or accepts it when it is empty or

@@ -93,16 +93,28 @@ func ReadmeSums(readme string) (entries []string, found bool) {
 // build downloads (lines for the zip, not the go.mod alone), leaving out the
 // repository's own modules.
 func SumModules(gosum string) []string {
-	var out []string
+	_, third := sumZips(gosum)
+	return third
+}
+
+// sumZips splits the "module version" entries of a go.sum's zip lines (not
+// the go.mod-only ones) into the repository's own modules, as folders, and
+// the rest; both sorted, without repeats.
+func sumZips(gosum string) (inRepo, third []string) {
 	for _, line := range strings.Split(gosum, "\n") {
 		f := strings.Fields(line)
-		if len(f) != 3 || strings.HasSuffix(f[1], "/go.mod") || inRepoSumLine(line) {
+		if len(f) != 3 || strings.HasSuffix(f[1], "/go.mod") {
 			continue
 		}
-		out = append(out, f[0]+" "+f[1])
+		if folder := folderOf(f[0]); folder != "" {
+			inRepo = append(inRepo, folder)
+		} else {
+			third = append(third, f[0]+" "+f[1])
+		}
 	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	slices.Sort(inRepo)
+	slices.Sort(third)
+	return slices.Compact(inRepo), slices.Compact(third)
 }
 
 // SumSection formats entries as the README section the rehearsal expects.

@@ -49,7 +49,7 @@ func CheckWork(repo string, vers *Versions) ([]string, error) {
 		return nil, err
 	}
 	var problems []string
-	for _, m := range sortedModules(vers) {
+	for _, m := range SortedKeys(vers.Modules) {
 		if !slices.Contains(used, m) {
 			problems = append(problems, fmt.Sprintf("go.work does not use ./%s (go work use ./%s)", m, m))
 		}
@@ -88,7 +88,7 @@ func SyncWork(repo string, vers *Versions) (bool, error) {
 			}
 		}
 	}
-	for _, m := range sortedModules(vers) {
+	for _, m := range SortedKeys(vers.Modules) {
 		if err := wf.AddReplace(ModulePrefix+m, vers.Modules[m], "./"+m, ""); err != nil {
 			return false, err
 		}

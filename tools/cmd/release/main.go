@@ -422,11 +422,15 @@ func rehearse(repo, dir string, mods []string, stdout io.Writer, logf func(strin
 		if err != nil {
 			return err
 		}
-		cgo := "none"
-		if len(rep.Cgo) > 0 {
-			cgo = strings.Join(rep.Cgo, " ")
+		if rep.Built {
+			cgo := "none"
+			if len(rep.Cgo) > 0 {
+				cgo = strings.Join(rep.Cgo, " ")
+			}
+			fmt.Fprintf(stdout, "\n%s: go.sum records accelkit %s and %d third-party module(s); cgo packages: %s\n", m, strings.Join(rep.Accelkit, ", "), len(rep.Sums), cgo)
+		} else {
+			fmt.Fprintf(stdout, "\n%s: the consumer did not build (see the problems below)\n", m)
 		}
-		fmt.Fprintf(stdout, "\n%s: go.sum records accelkit %s and %d third-party module(s); cgo packages: %s\n", m, strings.Join(rep.Accelkit, ", "), len(rep.Sums), cgo)
 		for _, c := range rep.Commands {
 			fmt.Fprintf(stdout, "  go install %s@%s: ok, -h exits 0\n", c, r.Zips[m].Version)
 		}
