@@ -290,42 +290,6 @@ func TestOOM(t *testing.T) {
 		}
 		mustFree(t, a, p)
 	})
-	t.Run("release failure in the advice", func(t *testing.T) {
-		// A 20 MiB block freed after work on a stream that fails: the
-		// release before the retry drains it and meets the stream's error.
-		// A live 30 MiB block keeps the retry short of memory, so the
-		// OOMError must say the release failed.
-		a := newAlloc(t, dev, "")
-		user := streams(t, dev, 1)[0]
-		hooks := openDevHooks(t, dev)
-		p := mustAlloc(t, a, 20*mib, s)
-		q := mustAlloc(t, a, 30*mib, s)
-		open := gate(t, dev, user)
-		hooks.FailStream(user)
-		if err := dev.Memset(p, 0, 4096, user); err != nil { // held by the gate; fails when it runs
-			t.Fatal(err)
-		}
-		if err := a.RecordStream(p, user); err != nil {
-			t.Fatal(err)
-		}
-		mustFree(t, a, p)
-		open()
-		_, err := a.Alloc(40*mib, s)
-		var oe *OOMError
-		if !errors.As(err, &oe) || !errors.Is(err, driver.ErrOutOfMemory) {
-			t.Fatalf("err = %v, want *OOMError unwrapping to ErrOutOfMemory", err)
-		}
-		if !strings.Contains(oe.Advice, "releasing the cache before the retry failed") {
-			t.Errorf("advice does not report the failed release: %q", oe.Advice)
-		}
-		if a.LastOOM() != err.Error() {
-			t.Errorf("LastOOM = %q, want %q", a.LastOOM(), err)
-		}
-		if st := a.Stats(); st.ReservedBytes.All().Current != 30*mib {
-			t.Errorf("reserved %d after the retry, want the live 30 MiB only", st.ReservedBytes.All().Current)
-		}
-		mustFree(t, a, q)
-	})
 	t.Run("fragmentation advice", func(t *testing.T) {
 		a := newAlloc(t, dev, "")
 		var ps []driver.Ptr

@@ -57,11 +57,8 @@ func (e *OOMError) Unwrap() []error {
 	return []error{driver.ErrOutOfMemory, e.Cause}
 }
 
-// oom counts and builds the OOMError for a request that failed. relErr,
-// when not nil, is why releasing the cache before the retry failed; it goes
-// into the advice, not the error chain: the allocation failed for lack of
-// memory, and errors.Is on the OOMError should keep meaning just that.
-func (a *Allocator) oom(size, rsize uint64, s driver.Stream, cause, relErr error) error {
+// oom counts and builds the OOMError for a request that failed.
+func (a *Allocator) oom(size, rsize uint64, s driver.Stream, cause error) error {
 	free, total, _ := a.dev.MemInfo()
 	a.mu.Lock()
 	a.st.numOOMs++
@@ -74,9 +71,6 @@ func (a *Allocator) oom(size, rsize uint64, s driver.Stream, cause, relErr error
 		Limit: a.limit.Load(), LargestFree: a.largestFree(), Cause: cause,
 	}
 	e.Advice = a.advice(e)
-	if relErr != nil {
-		e.Advice += fmt.Sprintf(" (releasing the cache before the retry failed: %v)", relErr)
-	}
 	msg := e.Error()
 	a.lastOOM.Store(&msg)
 	if a.hist != nil {
