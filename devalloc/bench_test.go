@@ -11,24 +11,9 @@ import (
 	"github.com/accelkit/accelkit/devalloc"
 	"github.com/accelkit/accelkit/driver"
 	_ "github.com/accelkit/accelkit/driver/cuda"
+	"github.com/accelkit/accelkit/driver/drivertest"
 	_ "github.com/accelkit/accelkit/driver/sim"
 )
-
-// benchDevice opens ACCELKIT_DRIVER's backend, else CUDA when present, else
-// sim: the same benchmark binary measures on a GPU machine.
-func benchDevice(b *testing.B) driver.Device {
-	b.Helper()
-	drv, err := driver.Open("auto", "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { drv.Close() })
-	dev, err := drv.Device(0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return dev
-}
 
 // benchSize draws log-uniform sizes in [512 B, 4 MiB] from a seeded RNG.
 func benchSizes(n int, seed uint64) []uint64 {
@@ -74,7 +59,7 @@ func (l *sizeClassList) free(p, size uint64) {
 // request sizes from a seeded sequence; the bare size-class list runs the
 // same sequence in the same run and the ratio is reported.
 func BenchmarkHitPair(b *testing.B) {
-	dev := benchDevice(b)
+	dev := drivertest.OpenDevice(b)
 	a, err := devalloc.New(dev, devalloc.Config{})
 	if err != nil {
 		b.Fatal(err)
@@ -162,7 +147,7 @@ func BenchmarkHitPair(b *testing.B) {
 func BenchmarkChurn(b *testing.B) {
 	for _, g := range []int{1, 8} {
 		b.Run(map[int]string{1: "1goroutine", 8: "8goroutines"}[g], func(b *testing.B) {
-			dev := benchDevice(b)
+			dev := drivertest.OpenDevice(b)
 			// Sizes are drawn once, outside the timed runs.
 			sizes := make([][]uint64, g)
 			for w := range sizes {

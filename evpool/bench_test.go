@@ -9,31 +9,10 @@ import (
 
 	"github.com/accelkit/accelkit/driver"
 	_ "github.com/accelkit/accelkit/driver/cuda" // so a go test -c binary measures CUDA when ACCELKIT_DRIVER=cuda
+	"github.com/accelkit/accelkit/driver/drivertest"
 	"github.com/accelkit/accelkit/driver/sim"
 	"github.com/accelkit/accelkit/evpool"
 )
-
-// benchDevice opens device 0 of the backend that ACCELKIT_DRIVER names
-// (name[:dsn]); without it, CUDA when a device is there, else sim. A
-// `go test -c` binary thus measures on a GPU machine with
-// ACCELKIT_DRIVER=cuda.
-func benchDevice(b *testing.B) driver.Device {
-	b.Helper()
-	drv, err := driver.Open("auto", "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { drv.Close() })
-	dev, err := drv.Device(0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	logBackend.Do(func() { b.Logf("backend %s (%s), device %q", drv.Name(), drv.Version(), dev.Name()) })
-	return dev
-}
-
-// logBackend names the backend once per test binary run.
-var logBackend sync.Once
 
 // poolBatch is how many events one timed batch creates or gets, so that the
 // two clock reads per batch cost little beside the operations measured.
@@ -51,7 +30,7 @@ func BenchmarkPool(b *testing.B) {
 			name = "record"
 		}
 		b.Run(name, func(b *testing.B) {
-			dev := benchDevice(b)
+			dev := drivertest.OpenDevice(b)
 			s, err := dev.NewStream()
 			if err != nil {
 				b.Fatal(err)
@@ -117,7 +96,7 @@ func BenchmarkPool(b *testing.B) {
 func BenchmarkDeferPoll(b *testing.B) {
 	for _, k := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("streams=%d", k), func(b *testing.B) {
-			dev := benchDevice(b)
+			dev := drivertest.OpenDevice(b)
 			ss := make([]driver.Stream, k)
 			for i := range ss {
 				s, err := dev.NewStream()
@@ -162,7 +141,7 @@ func BenchmarkPollPending(b *testing.B) {
 	const few, many = 16, 4096
 	for _, k := range []int{1, 16} {
 		b.Run(fmt.Sprintf("streams=%d", k), func(b *testing.B) {
-			dev := benchDevice(b)
+			dev := drivertest.OpenDevice(b)
 			h := sim.Hooks(dev)
 			if h == nil {
 				b.Skip("needs sim's Gate")
@@ -235,7 +214,7 @@ func BenchmarkPollPending(b *testing.B) {
 // BenchmarkHandlesHit is the hit path of Handles from every P at once, on
 // a few streams: no exclusive lock, so it scales with the Ps.
 func BenchmarkHandlesHit(b *testing.B) {
-	dev := benchDevice(b)
+	dev := drivertest.OpenDevice(b)
 	ss := []driver.Stream{dev.DefaultStream()}
 	for range 3 {
 		s, err := dev.NewStream()
@@ -304,7 +283,7 @@ func (st *idleStack) pop() driver.Event {
 // on every P at once (each goroutine alternates and times its own batches).
 // treiber/pool above 1 means the mutex is faster.
 func BenchmarkIdleSet(b *testing.B) {
-	dev := benchDevice(b)
+	dev := drivertest.OpenDevice(b)
 	const warm = 8
 	setup := func(b *testing.B) (*evpool.Pool, *idleStack) {
 		pool := evpool.NewPool(dev)

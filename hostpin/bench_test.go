@@ -6,28 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/accelkit/accelkit/driver"
 	_ "github.com/accelkit/accelkit/driver/cuda" // a `go test -c` binary measures CUDA with ACCELKIT_DRIVER=cuda
+	"github.com/accelkit/accelkit/driver/drivertest"
 	_ "github.com/accelkit/accelkit/driver/sim"
 )
-
-// benchDevice opens the device the benchmarks measure: CUDA when present
-// (or named by ACCELKIT_DRIVER), else sim. Absolute figures hold only for
-// the device logged; the ratios are measured side by side in one run.
-func benchDevice(b *testing.B) driver.Device {
-	b.Helper()
-	drv, err := driver.Open("auto", "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { drv.Close() })
-	dev, err := drv.Device(0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("device: %s %s (%s)", drv.Name(), dev.Name(), drv.Version())
-	return dev
-}
 
 // perOp runs f once untimed, then at least minN times and until budget has
 // passed, and returns
@@ -62,7 +44,7 @@ func sizeName(n int) string {
 // BenchmarkAllocFree: a cached Alloc+Free pair against a fresh driver
 // HostAlloc+HostFree of the same size, in one run; speedup-x is the ratio.
 func BenchmarkAllocFree(b *testing.B) {
-	dev := benchDevice(b)
+	dev := drivertest.OpenDevice(b)
 	for _, n := range []int{64 << 10, 1 << 20, 64 << 20} {
 		b.Run(sizeName(n), func(b *testing.B) {
 			a, err := New(dev, Options{})
@@ -99,7 +81,7 @@ func BenchmarkAllocFree(b *testing.B) {
 // BenchmarkAllocFreeParallel: the cached pair from every P at once (one
 // lock; shows contention).
 func BenchmarkAllocFreeParallel(b *testing.B) {
-	dev := benchDevice(b)
+	dev := drivertest.OpenDevice(b)
 	a, err := New(dev, Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -140,7 +122,7 @@ func BenchmarkRoundingWaste(b *testing.B) {
 // same bytes pageable -> pinned with no DMA. On sim every copy is a memcpy,
 // so staged-vs-direct there shows the Stager's overhead only.
 func BenchmarkCopyHtoD(b *testing.B) {
-	dev := benchDevice(b)
+	dev := drivertest.OpenDevice(b)
 	a, err := New(dev, Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -201,7 +183,7 @@ func BenchmarkCopyHtoD(b *testing.B) {
 
 // BenchmarkCopyDtoH: the same for the other direction (no ceiling).
 func BenchmarkCopyDtoH(b *testing.B) {
-	dev := benchDevice(b)
+	dev := drivertest.OpenDevice(b)
 	a, err := New(dev, Options{})
 	if err != nil {
 		b.Fatal(err)
