@@ -281,7 +281,7 @@ func New(dev driver.Device, cfg Config) (*Allocator, error) {
 			a.expFallback = true
 		}
 	}
-	a.evs = evpool.NewPool(dev)
+	a.evs = evpool.NewPool(dev, evpool.PoolOptions{})
 	a.def = evpool.NewDeferred(a.evs)
 	a.rel.gran = a.gran
 	if cfg.HistoryEntries > 0 {

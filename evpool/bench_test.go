@@ -36,7 +36,7 @@ func BenchmarkPool(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Destroy()
-			pool := evpool.NewPool(dev, evpool.WithMaxIdle(poolBatch))
+			pool := evpool.NewPool(dev, evpool.PoolOptions{MaxIdle: poolBatch})
 			defer pool.Close()
 			use := func(e driver.Event) {
 				if !record {
@@ -106,7 +106,7 @@ func BenchmarkDeferPoll(b *testing.B) {
 				defer s.Destroy()
 				ss[i] = s
 			}
-			pool := evpool.NewPool(dev)
+			pool := evpool.NewPool(dev, evpool.PoolOptions{})
 			defer pool.Close()
 			d := evpool.NewDeferred(pool)
 			one := make([]driver.Stream, 1)
@@ -147,7 +147,7 @@ func BenchmarkPollPending(b *testing.B) {
 				b.Skip("needs sim's Gate")
 			}
 			build := func(n int) *evpool.Deferred {
-				pool := evpool.NewPool(dev, evpool.WithMaxIdle(n))
+				pool := evpool.NewPool(dev, evpool.PoolOptions{MaxIdle: n})
 				d := evpool.NewDeferred(pool)
 				var opens []func()
 				var streams []driver.Stream
@@ -286,7 +286,7 @@ func BenchmarkIdleSet(b *testing.B) {
 	dev := drivertest.OpenDevice(b)
 	const warm = 8
 	setup := func(b *testing.B) (*evpool.Pool, *idleStack) {
-		pool := evpool.NewPool(dev)
+		pool := evpool.NewPool(dev, evpool.PoolOptions{})
 		b.Cleanup(func() { pool.Close() })
 		st := &idleStack{}
 		var evs []driver.Event

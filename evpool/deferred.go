@@ -40,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/accelkit/accelkit/driver"
 )
@@ -49,22 +50,6 @@ import (
 // FIFO per stream it ever used, while the steady set of streams reuses its
 // FIFOs without allocating.
 const maxSpareQueues = 64
-
-// streamKey identifies a stream across Stream values: driver.Stream.ID is
-// unique per device, so (device ordinal, ID) is unique per driver.
-type streamKey struct {
-	ordinal int
-	id      uint64
-}
-
-// keyOf returns s's key; ok is false for a stream without a device.
-func keyOf(s driver.Stream) (k streamKey, ok bool) {
-	dev := s.Device()
-	if dev == nil {
-		return streamKey{}, false
-	}
-	return streamKey{ordinal: dev.Ordinal(), id: s.ID()}, true
-}
 
 // entry is one Defer call.
 type entry struct {
@@ -115,13 +100,15 @@ func (q *streamQueue) push(w waiter) {
 //
 // Deferred is safe for concurrent use.
 //
-// Locking: mu guards active, spare, ready, pending, seq and every
-// streamQueue, entry and drainPin. Defer holds mu across Record so that each FIFO is
-// in record order, and Poll holds it across the event queries of the heads;
-// both are sub-microsecond driver calls. The Pool is never called with mu
-// held, so mu and the Pool's lock never nest. Callbacks run after mu is
-// released, so a callback may call Defer, Poll, Pending or Drain. Drain's
-// Synchronize calls run without mu.
+// Locking: mu guards active, spare, ready, seq and every streamQueue,
+// entry and drainPin; pending is written under mu and read without it, so
+// Poll and Pending cost one atomic load when nothing is deferred. Defer
+// holds mu across Record so that each FIFO is in record order, and Poll
+// holds it across the event queries of the heads; both are sub-microsecond
+// driver calls. The Pool is never called with mu held, so mu and the
+// Pool's lock never nest. Callbacks run after mu is released, so a
+// callback may call Defer, Release, Poll, Pending or Drain. Drain's
+// Synchronize calls, and Release's host waits, run without mu.
 type Deferred struct {
 	pool    *Pool
 	ordinal int
@@ -130,7 +117,7 @@ type Deferred struct {
 	active  map[streamKey]*streamQueue // streams with pending waiters only
 	spare   []*streamQueue             // emptied FIFOs, up to maxSpareQueues
 	ready   []*entry                   // entries whose streams are all done, not yet run
-	pending int                        // entries deferred and not yet handed out to run
+	pending atomic.Int64               // entries deferred and not yet handed out to run; written under mu, read without it
 	seq     uint64                     // last waiter sequence number given
 }
 
@@ -151,8 +138,9 @@ func NewDeferred(pool *Pool) *Deferred {
 // than once is recorded once. With no streams, fn runs at the next Poll.
 //
 // If an event cannot be got or recorded, Defer returns the error and fn will
-// never run. Streams of another device than the pool's, nil streams and a
-// nil fn are errors wrapping driver.ErrInvalidValue.
+// never run. A nil stream is the pool device's default stream. Streams of
+// another device than the pool's and a nil fn are errors wrapping
+// driver.ErrInvalidValue.
 func (d *Deferred) Defer(streams []driver.Stream, fn func(err error)) error {
 	switch {
 	case fn == nil:
@@ -166,9 +154,12 @@ func (d *Deferred) Defer(streams []driver.Stream, fn func(err error)) error {
 		evBuf     [4]driver.Event
 	)
 	keys, uniq := keyBuf[:0], streamBuf[:0]
-	for i, s := range streams {
+	for _, s := range streams {
+		if s == nil && d.pool.dev != nil {
+			s = d.pool.dev.DefaultStream() // nil is the default stream, as NULL is in CUDA
+		}
 		if s == nil {
-			return fmt.Errorf("evpool: defer: stream %d of %d is nil: %w", i, len(streams), driver.ErrInvalidValue)
+			return fmt.Errorf("evpool: defer: a nil stream on a pool without a device names no stream: %w", driver.ErrInvalidValue)
 		}
 		k, ok := keyOf(s)
 		if !ok {
@@ -194,7 +185,7 @@ func (d *Deferred) Defer(streams []driver.Stream, fn func(err error)) error {
 	if len(uniq) == 0 {
 		d.mu.Lock()
 		d.ready = append(d.ready, e)
-		d.pending++
+		d.pending.Add(1)
 		d.mu.Unlock()
 		return nil
 	}
@@ -226,7 +217,7 @@ func (d *Deferred) Defer(streams []driver.Stream, fn func(err error)) error {
 		d.seq++
 		q.push(waiter{ev: events[i], e: e, seq: d.seq})
 	}
-	d.pending++
+	d.pending.Add(1)
 	d.mu.Unlock()
 	return nil
 }
@@ -324,7 +315,7 @@ func (d *Deferred) advance(q *streamQueue, free *[]driver.Event) {
 func (d *Deferred) takeReady() []*entry {
 	run := d.ready
 	d.ready = nil
-	d.pending -= len(run)
+	d.pending.Add(-int64(len(run)))
 	return run
 }
 
@@ -333,6 +324,9 @@ func (d *Deferred) takeReady() []*entry {
 // work at its head (see the type's design note), so its cost grows with the
 // streams that have pending work, not with the pending callbacks.
 func (d *Deferred) Poll() int {
+	if d.pending.Load() == 0 {
+		return 0 // nothing deferred: no waiter, no ready entry, no lock
+	}
 	var free []driver.Event
 	d.mu.Lock()
 	for k, q := range d.active {
@@ -358,7 +352,7 @@ func (d *Deferred) run(entries []*entry) {
 			rest := entries[i+1:]
 			d.mu.Lock()
 			d.ready = append(d.ready, rest...)
-			d.pending += len(rest)
+			d.pending.Add(int64(len(rest)))
 			d.mu.Unlock()
 		}
 	}()
@@ -368,11 +362,9 @@ func (d *Deferred) run(entries []*entry) {
 }
 
 // Pending returns how many deferred callbacks have not started to run.
-func (d *Deferred) Pending() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.pending
-}
+// It takes no lock, so an allocator may call it on its hot path to skip
+// Poll when nothing is pending.
+func (d *Deferred) Pending() int { return int(d.pending.Load()) }
 
 // drainTarget is the last waiter of one stream when a Drain round began.
 type drainTarget struct {
@@ -397,7 +389,7 @@ func (d *Deferred) Drain() error {
 	var targets []drainTarget
 	for {
 		d.mu.Lock()
-		if d.pending == 0 {
+		if d.pending.Load() == 0 {
 			d.mu.Unlock()
 			return errors.Join(errs...)
 		}

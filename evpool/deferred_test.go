@@ -42,7 +42,7 @@ func (r *recorder) ran(name string) (int, error) {
 
 func newDeferred(t *testing.T, dev driver.Device) (*evpool.Pool, *evpool.Deferred) {
 	t.Helper()
-	p := evpool.NewPool(dev)
+	p := evpool.NewPool(dev, evpool.PoolOptions{})
 	t.Cleanup(func() { p.Close() })
 	return p, evpool.NewDeferred(p)
 }
@@ -344,7 +344,6 @@ func TestDeferredDeferErrors(t *testing.T) {
 		fn      func(error)
 	}{
 		{"nil callback", []driver.Stream{s}, nil},
-		{"nil stream", []driver.Stream{s, nil}, noop},
 		{"stream of another device", []driver.Stream{s, foreign}, noop},
 	}
 	for _, tt := range tests {
@@ -360,6 +359,21 @@ func TestDeferredDeferErrors(t *testing.T) {
 				t.Errorf("a refused Defer took %d events", st.Created)
 			}
 		})
+	}
+}
+
+func TestDeferredNilIsTheDefaultStream(t *testing.T) {
+	dev, h := simDevice(t, openSim(t, 1), 0)
+	_, d := newDeferred(t, dev)
+	open := gate(t, h, dev.DefaultStream())
+	ran := 0
+	mustDefer(t, d, []driver.Stream{nil}, func(error) { ran++ })
+	if d.Poll(); ran != 0 {
+		t.Fatal("a Defer on the nil stream ran while the default stream was gated")
+	}
+	open()
+	if err := d.Drain(); err != nil || ran != 1 {
+		t.Fatalf("Drain = %v, ran %d times; want nil and 1", err, ran)
 	}
 }
 
@@ -648,7 +662,7 @@ func TestNilArguments(t *testing.T) {
 	if err := evpool.NewDeferred(nil).Defer([]driver.Stream{s}, func(error) {}); !errors.Is(err, driver.ErrInvalidValue) {
 		t.Errorf("Defer on a Deferred without a pool = %v, want driver.ErrInvalidValue", err)
 	}
-	if _, err := evpool.NewPool(nil).Get(); !errors.Is(err, driver.ErrInvalidValue) {
+	if _, err := evpool.NewPool(nil, evpool.PoolOptions{}).Get(); !errors.Is(err, driver.ErrInvalidValue) {
 		t.Errorf("Get from a pool without a device = %v, want driver.ErrInvalidValue", err)
 	}
 	hs := evpool.NewHandles[int](nil, nil)

@@ -26,7 +26,7 @@ func ExamplePool() {
 	drv, dev := openDevice()
 	defer drv.Close()
 
-	pool := evpool.NewPool(dev, evpool.WithMaxIdle(16))
+	pool := evpool.NewPool(dev, evpool.PoolOptions{MaxIdle: 16})
 	defer pool.Close()
 	s := dev.DefaultStream()
 	for range 3 {
@@ -51,7 +51,7 @@ func ExampleDeferred() {
 	drv, dev := openDevice()
 	defer drv.Close()
 
-	pool := evpool.NewPool(dev)
+	pool := evpool.NewPool(dev, evpool.PoolOptions{})
 	defer pool.Close()
 	deferred := evpool.NewDeferred(pool)
 

@@ -57,7 +57,7 @@ func NewHandles[H any](create func(s driver.Stream) (H, error), destroy func(H) 
 func (hs *Handles[H]) Get(s driver.Stream) (H, error) {
 	var zero H
 	if s == nil {
-		return zero, fmt.Errorf("evpool: handle for a nil stream: %w", driver.ErrInvalidValue)
+		return zero, fmt.Errorf("evpool: handle for a nil stream: Handles serves the streams of every device, so nil names none; pass dev.DefaultStream(): %w", driver.ErrInvalidValue)
 	}
 	k, ok := keyOf(s)
 	if !ok {

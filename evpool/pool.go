@@ -8,25 +8,20 @@ import (
 	"github.com/accelkit/accelkit/driver"
 )
 
-// DefaultMaxIdle is the idle set's bound when WithMaxIdle is not given. It
+// DefaultMaxIdle is the idle set's bound when PoolOptions.MaxIdle is 0. It
 // is bounded so that a burst (thousands of frees deferred at once) does not
 // keep its events for good once it is over; 64 lets a steady state with up
 // to 64 events in flight at a time recycle every one of them. An idle event
 // holds only a small driver object.
 const DefaultMaxIdle = 64
 
-// PoolOption configures a Pool.
-type PoolOption func(*poolConfig)
-
-type poolConfig struct {
-	maxIdle int
-}
-
-// WithMaxIdle bounds how many idle events the pool keeps; Put destroys the
-// events beyond it. n <= 0 keeps none, so every Put destroys (useful to
-// compare against fresh creation).
-func WithMaxIdle(n int) PoolOption {
-	return func(c *poolConfig) { c.maxIdle = max(n, 0) }
+// PoolOptions configures a Pool. The zero value is the default.
+type PoolOptions struct {
+	// MaxIdle bounds how many idle events the pool keeps; Put destroys the
+	// events beyond it. 0 means DefaultMaxIdle; a negative value keeps
+	// none, so every Put destroys (useful to compare against fresh
+	// creation).
+	MaxIdle int
 }
 
 // PoolStats counts a pool's events since it was made.
@@ -62,14 +57,15 @@ type Pool struct {
 }
 
 // NewPool makes a pool of dev's events.
-func NewPool(dev driver.Device, opts ...PoolOption) *Pool {
-	cfg := poolConfig{maxIdle: DefaultMaxIdle}
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
+func NewPool(dev driver.Device, opts PoolOptions) *Pool {
+	maxIdle := opts.MaxIdle
+	switch {
+	case maxIdle == 0:
+		maxIdle = DefaultMaxIdle
+	case maxIdle < 0:
+		maxIdle = 0
 	}
-	p := &Pool{dev: dev, maxIdle: cfg.maxIdle}
+	p := &Pool{dev: dev, maxIdle: maxIdle}
 	if dev != nil {
 		p.ordinal = dev.Ordinal()
 	}

@@ -19,14 +19,15 @@ func TestPoolStats(t *testing.T) {
 	}{
 		{"fits", 4, 3, 3, evpool.PoolStats{Created: 3, Reused: 3, Idle: 0}},
 		{"overflow", 2, 5, 4, evpool.PoolStats{Created: 7, Reused: 2, Idle: 0, Destroyed: 3}},
-		{"keep none", 0, 3, 2, evpool.PoolStats{Created: 5, Destroyed: 3}},
-		{"negative is none", -1, 2, 1, evpool.PoolStats{Created: 3, Destroyed: 2}},
+		{"zero is the default", 0, 3, 3, evpool.PoolStats{Created: 3, Reused: 3, Idle: 0}},
+		{"keep none", -1, 3, 2, evpool.PoolStats{Created: 5, Destroyed: 3}},
+		{"any negative is none", -7, 2, 1, evpool.PoolStats{Created: 3, Destroyed: 2}},
 		{"partial reuse", 8, 2, 1, evpool.PoolStats{Created: 2, Reused: 1, Idle: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dev, h := simDevice(t, openSim(t, 1), 0)
-			p := evpool.NewPool(dev, evpool.WithMaxIdle(tt.maxIdle))
+			p := evpool.NewPool(dev, evpool.PoolOptions{MaxIdle: tt.maxIdle})
 			defer p.Close()
 			before := h.Stats().EventsCreated
 			var evs []driver.Event
@@ -57,7 +58,7 @@ func TestPoolStats(t *testing.T) {
 
 func TestPoolReusedEventWorks(t *testing.T) {
 	dev, _ := simDevice(t, openSim(t, 1), 0)
-	p := evpool.NewPool(dev)
+	p := evpool.NewPool(dev, evpool.PoolOptions{})
 	defer p.Close()
 	s := newStreams(t, dev, 1)[0]
 	e, err := p.Get()
@@ -85,7 +86,7 @@ func TestPoolReusedEventWorks(t *testing.T) {
 
 func TestPoolClose(t *testing.T) {
 	dev, _ := simDevice(t, openSim(t, 1), 0)
-	p := evpool.NewPool(dev)
+	p := evpool.NewPool(dev, evpool.PoolOptions{})
 	idle, _ := p.Get()
 	held, _ := p.Get()
 	p.Put(idle)
@@ -116,7 +117,7 @@ func TestPoolForeignEvent(t *testing.T) {
 	drv := openSim(t, 2)
 	dev0, _ := simDevice(t, drv, 0)
 	dev1, _ := simDevice(t, drv, 1)
-	p := evpool.NewPool(dev0)
+	p := evpool.NewPool(dev0, evpool.PoolOptions{})
 	defer p.Close()
 	e, err := dev1.NewEvent()
 	if err != nil {
@@ -139,7 +140,7 @@ func TestPoolForeignEvent(t *testing.T) {
 func TestPoolConcurrent(t *testing.T) {
 	dev, _ := simDevice(t, openSim(t, 1), 0)
 	const maxIdle = 8
-	p := evpool.NewPool(dev, evpool.WithMaxIdle(maxIdle))
+	p := evpool.NewPool(dev, evpool.PoolOptions{MaxIdle: maxIdle})
 	ss := newStreams(t, dev, 4)
 	const workers, iters = 8, 200
 	var wg sync.WaitGroup
@@ -179,7 +180,7 @@ func TestPoolConcurrent(t *testing.T) {
 	}
 	st := p.Stats()
 	if st.Idle > maxIdle {
-		t.Errorf("Idle = %d, above WithMaxIdle(%d)", st.Idle, maxIdle)
+		t.Errorf("Idle = %d, above MaxIdle %d", st.Idle, maxIdle)
 	}
 	if st.Created != st.Idle+st.Destroyed {
 		t.Errorf("every event is back, so Created (%d) should be Idle (%d) + Destroyed (%d)", st.Created, st.Idle, st.Destroyed)

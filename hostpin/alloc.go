@@ -291,7 +291,7 @@ func New(dev driver.Device, opts Options) (*Allocator, error) {
 		opts:     opts,
 		perDbl:   opts.ClassesPerDoubling,
 		pageSize: max(os.Getpagesize(), minClassSize),
-		events:   evpool.NewPool(dev),
+		events:   evpool.NewPool(dev, evpool.PoolOptions{}),
 	}
 	a.deferred = evpool.NewDeferred(a.events)
 	a.age.next, a.age.prev = &a.age, &a.age
