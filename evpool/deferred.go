@@ -211,7 +211,7 @@ func (d *Deferred) Defer(streams []driver.Stream, fn func(err error)) error {
 	for i, k := range keys {
 		q := d.active[k]
 		if q == nil {
-			q = d.newQueue()
+			q = d.newQueueLocked()
 			d.active[k] = q
 		}
 		d.seq++
@@ -228,8 +228,8 @@ func (d *Deferred) putAll(events []driver.Event) {
 	}
 }
 
-// newQueue returns an empty FIFO; mu held.
-func (d *Deferred) newQueue() *streamQueue {
+// newQueueLocked returns an empty FIFO; d.mu held.
+func (d *Deferred) newQueueLocked() *streamQueue {
 	if n := len(d.spare); n > 0 {
 		q := d.spare[n-1]
 		d.spare[n-1] = nil
@@ -239,8 +239,8 @@ func (d *Deferred) newQueue() *streamQueue {
 	return &streamQueue{}
 }
 
-// retire drops an emptied FIFO from the active map; mu held.
-func (d *Deferred) retire(k streamKey, q *streamQueue) {
+// retireLocked drops an emptied FIFO from the active map; d.mu held.
+func (d *Deferred) retireLocked(k streamKey, q *streamQueue) {
 	delete(d.active, k)
 	q.q, q.head = q.q[:0], 0
 	if len(d.spare) < maxSpareQueues {
@@ -248,9 +248,9 @@ func (d *Deferred) retire(k streamKey, q *streamQueue) {
 	}
 }
 
-// complete pops q's head waiter with err; mu held. The event is appended to
-// *free for the caller to return to the pool after unlocking.
-func (d *Deferred) complete(q *streamQueue, err error, free *[]driver.Event) {
+// completeLocked pops q's head waiter with err; d.mu held. The event is
+// appended to *free for the caller to return to the pool after unlocking.
+func (d *Deferred) completeLocked(q *streamQueue, err error, free *[]driver.Event) {
 	w := q.q[q.head]
 	q.q[q.head] = waiter{}
 	q.head++
@@ -268,20 +268,21 @@ func (d *Deferred) complete(q *streamQueue, err error, free *[]driver.Event) {
 	}
 }
 
-// completeAll pops every waiter of q with err (the stream is dead); mu held.
-func (d *Deferred) completeAll(q *streamQueue, err error, free *[]driver.Event) {
+// completeAllLocked pops every waiter of q with err (the stream is dead);
+// d.mu held.
+func (d *Deferred) completeAllLocked(q *streamQueue, err error, free *[]driver.Event) {
 	for !q.empty() {
-		d.complete(q, err, free)
+		d.completeLocked(q, err, free)
 	}
 }
 
-// advance pops q's completed waiters; mu held. See the file comment for
-// the query strategy.
-func (d *Deferred) advance(q *streamQueue, free *[]driver.Event) {
+// advanceLocked pops q's completed waiters; d.mu held. See the file comment
+// for the query strategy.
+func (d *Deferred) advanceLocked(q *streamQueue, free *[]driver.Event) {
 	done, err := q.q[q.head].ev.Query()
 	switch {
 	case err != nil:
-		d.completeAll(q, err, free)
+		d.completeAllLocked(q, err, free)
 		return
 	case !done:
 		return
@@ -290,29 +291,29 @@ func (d *Deferred) advance(q *streamQueue, free *[]driver.Event) {
 	if limit-q.head > 1 {
 		tdone, terr := q.q[limit-1].ev.Query()
 		if tdone && terr == nil {
-			d.completeAll(q, nil, free)
+			d.completeAllLocked(q, nil, free)
 			return
 		}
 		if terr == nil {
 			limit-- // the tail is not done: no need to ask again
 		}
 	}
-	d.complete(q, nil, free)
+	d.completeLocked(q, nil, free)
 	for q.head < limit {
 		done, err := q.q[q.head].ev.Query()
 		switch {
 		case err != nil:
-			d.completeAll(q, err, free)
+			d.completeAllLocked(q, err, free)
 			return
 		case !done:
 			return
 		}
-		d.complete(q, nil, free)
+		d.completeLocked(q, nil, free)
 	}
 }
 
-// takeReady hands the ready entries out to run; mu held.
-func (d *Deferred) takeReady() []*entry {
+// takeReadyLocked hands the ready entries out to run; d.mu held.
+func (d *Deferred) takeReadyLocked() []*entry {
 	run := d.ready
 	d.ready = nil
 	d.pending.Add(-int64(len(run)))
@@ -330,12 +331,12 @@ func (d *Deferred) Poll() int {
 	var free []driver.Event
 	d.mu.Lock()
 	for k, q := range d.active {
-		d.advance(q, &free)
+		d.advanceLocked(q, &free)
 		if q.empty() {
-			d.retire(k, q)
+			d.retireLocked(k, q)
 		}
 	}
-	run := d.takeReady()
+	run := d.takeReadyLocked()
 	d.mu.Unlock()
 	d.putAll(free)
 	d.run(run)
@@ -426,33 +427,33 @@ func (d *Deferred) Drain() error {
 			}
 			if t.err == nil {
 				for !q.empty() && q.q[q.head].seq <= t.seq {
-					d.complete(q, nil, &free)
+					d.completeLocked(q, nil, &free)
 				}
 			} else {
 				errs = append(errs, t.err)
-				d.completeFailed(q, t.seq, t.err, &free)
+				d.completeFailedLocked(q, t.seq, t.err, &free)
 			}
 			if q.empty() {
-				d.retire(t.key, q)
+				d.retireLocked(t.key, q)
 			}
 		}
-		run := d.takeReady()
+		run := d.takeReadyLocked()
 		d.mu.Unlock()
 		d.putAll(free)
 		d.run(run)
 	}
 }
 
-// completeFailed completes q's waiters up to seq after Synchronize of the
-// waiter seq failed with syncErr: waiters that finished before the failure
-// complete cleanly, the rest with the stream's error; mu held.
-func (d *Deferred) completeFailed(q *streamQueue, seq uint64, syncErr error, free *[]driver.Event) {
+// completeFailedLocked completes q's waiters up to seq after Synchronize of
+// the waiter seq failed with syncErr: waiters that finished before the
+// failure complete cleanly, the rest with the stream's error; d.mu held.
+func (d *Deferred) completeFailedLocked(q *streamQueue, seq uint64, syncErr error, free *[]driver.Event) {
 	for !q.empty() && q.q[q.head].seq <= seq {
 		done, err := q.q[q.head].ev.Query()
 		switch {
 		case err != nil:
 			for !q.empty() && q.q[q.head].seq <= seq {
-				d.complete(q, err, free)
+				d.completeLocked(q, err, free)
 			}
 			return
 		case !done:
@@ -460,10 +461,10 @@ func (d *Deferred) completeFailed(q *streamQueue, seq uint64, syncErr error, fre
 			// state is unknown, so the failure stands for the stream.
 			err = syncErr
 			for !q.empty() && q.q[q.head].seq <= seq {
-				d.complete(q, err, free)
+				d.completeLocked(q, err, free)
 			}
 			return
 		}
-		d.complete(q, nil, free)
+		d.completeLocked(q, nil, free)
 	}
 }
