@@ -19,7 +19,7 @@ import (
 // create error is returned to the callers that waited for it and is not
 // kept: the next Get tries again. Using a handle after Close destroyed it
 // is the caller's race to avoid; Get after Close fails with an error
-// wrapping driver.ErrClosed.
+// wrapping ErrClosed.
 //
 // Locking: the hit path is a sync.Map load, an atomic load of the slot's
 // ready flag and one of closed: no lock, so streams never contend on a hit.
@@ -73,7 +73,7 @@ func (hs *Handles[H]) Get(s driver.Stream) (H, error) {
 }
 
 func (hs *Handles[H]) errClosed() error {
-	return fmt.Errorf("evpool: get handle after close: %w", driver.ErrClosed)
+	return fmt.Errorf("evpool: get handle: %w", ErrClosed)
 }
 
 // slow waits for a creation in flight or starts one.
@@ -142,7 +142,7 @@ func (hs *Handles[H]) make(k streamKey, sl *slot[H], s driver.Stream) (h H, err 
 }
 
 // Close destroys every handle made, once, and makes later Gets fail with an
-// error wrapping driver.ErrClosed. It waits for creations in flight and
+// error wrapping ErrClosed. It waits for creations in flight and
 // destroys their handles too. It returns the destroy failures, joined; a
 // second Close returns nil.
 func (hs *Handles[H]) Close() error {

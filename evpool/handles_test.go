@@ -107,7 +107,7 @@ func TestHandlesCreateOnceConcurrent(t *testing.T) {
 		}
 	}
 	for _, s := range streams {
-		if _, err := hs.Get(s); !errors.Is(err, driver.ErrClosed) {
+		if _, err := hs.Get(s); !errors.Is(err, evpool.ErrClosed) || !errors.Is(err, driver.ErrClosed) {
 			t.Fatalf("Get after Close = %v, want driver.ErrClosed", err)
 		}
 	}

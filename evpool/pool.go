@@ -15,6 +15,11 @@ import (
 // holds only a small driver object.
 const DefaultMaxIdle = 64
 
+// ErrClosed is returned by Pool.Get and Handles.Get after Close. It wraps
+// driver.ErrClosed, so errors.Is(err, driver.ErrClosed) holds across
+// accelkit.
+var ErrClosed = fmt.Errorf("evpool: closed: %w", driver.ErrClosed)
+
 // PoolOptions configures a Pool. The zero value is the default.
 type PoolOptions struct {
 	// MaxIdle bounds how many idle events the pool keeps; Put destroys the
@@ -77,12 +82,12 @@ func (p *Pool) Device() driver.Device { return p.dev }
 
 // Get returns an idle event, or a new one from the device when none is idle.
 // The event may carry an old mark: record it before querying it. After
-// Close, Get fails with an error wrapping driver.ErrClosed.
+// Close, Get fails with an error wrapping ErrClosed.
 func (p *Pool) Get() (driver.Event, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, fmt.Errorf("evpool: get event from a closed pool: %w", driver.ErrClosed)
+		return nil, fmt.Errorf("evpool: get event from pool of device %d: %w", p.ordinal, ErrClosed)
 	}
 	if n := len(p.idle); n > 0 {
 		e := p.idle[n-1]

@@ -97,8 +97,8 @@ func TestPoolClose(t *testing.T) {
 	if _, err := idle.Query(); err == nil {
 		t.Errorf("idle event still usable after Close: Close did not destroy it")
 	}
-	if _, err := p.Get(); !errors.Is(err, driver.ErrClosed) {
-		t.Errorf("Get after Close: err = %v, want driver.ErrClosed", err)
+	if _, err := p.Get(); !errors.Is(err, evpool.ErrClosed) || !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("Get after Close: err = %v, want evpool.ErrClosed wrapping driver.ErrClosed", err)
 	}
 	p.Put(held)
 	if _, err := held.Query(); err == nil {
