@@ -283,54 +283,6 @@ func TestCacheCap(t *testing.T) {
 	}
 }
 
-func TestDisabled(t *testing.T) {
-	dev, sd := newDevice(t)
-	a := newAlloc(t, dev, Options{Disabled: true})
-	base := sd.Stats()
-	for i := 0; i < 3; i++ {
-		b := mustAlloc(t, a, 5000)
-		if b.Cap() != 5000 {
-			t.Errorf("disabled Alloc(5000).Cap() = %d, want exact 5000", b.Cap())
-		}
-		mustFree(t, a, b)
-	}
-	s := sd.Stats()
-	if s.HostAllocs-base.HostAllocs != 3 || s.HostFrees-base.HostFrees != 3 {
-		t.Errorf("disabled: %d driver allocs, %d frees; want 3 and 3", s.HostAllocs-base.HostAllocs, s.HostFrees-base.HostFrees)
-	}
-	st := a.Stats()
-	if st.Hits != 0 || st.Misses != 3 || st.BytesReserved != 0 || st.BytesInUse != 0 {
-		t.Errorf("disabled stats: %+v", st)
-	}
-
-	// RecordStream still holds the driver free until the stream's work ran.
-	st2, err := dev.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	open, err := sd.Gate(st2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := mustAlloc(t, a, 1<<20)
-	if err := a.RecordStream(b, st2); err != nil {
-		t.Fatal(err)
-	}
-	mustFree(t, a, b)
-	a.Poll()
-	if got := sd.Stats().HostFrees - s.HostFrees; got != 0 {
-		t.Errorf("disabled: buffer freed to the driver while its stream was gated")
-	}
-	open()
-	if err := st2.Synchronize(); err != nil {
-		t.Fatal(err)
-	}
-	a.Poll()
-	if got := sd.Stats().HostFrees - s.HostFrees; got != 1 {
-		t.Errorf("disabled: %d driver frees after the stream ran, want 1", got)
-	}
-}
-
 func TestBadInput(t *testing.T) {
 	dev, _ := newDevice(t)
 	a := newAlloc(t, dev, Options{MaxSize: 1 << 30})
@@ -355,7 +307,6 @@ func TestBadInput(t *testing.T) {
 		{"nil free", func() error { return a.Free(nil) }, []error{ErrNilBuffer}},
 		{"record after free", func() error { return a.RecordStream(freed, dev.DefaultStream()) }, []error{ErrDoubleFree}},
 		{"record foreign", func() error { return a.RecordStream(foreign, dev.DefaultStream()) }, []error{ErrForeignBuffer}},
-		{"record nil stream", func() error { return a.RecordStream(keep, nil) }, []error{driver.ErrInvalidValue}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -464,30 +415,6 @@ func TestRecordStreamReuse(t *testing.T) {
 	}
 }
 
-// TestFreeRecordFailure: when the free-time events cannot be recorded, Free
-// waits for the stream; the buffer is then reusable.
-func TestFreeRecordFailure(t *testing.T) {
-	dev, sd := newDevice(t)
-	a := newAlloc(t, dev, Options{})
-	st, err := dev.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := mustAlloc(t, a, 64<<10)
-	if err := a.RecordStream(b, st); err != nil {
-		t.Fatal(err)
-	}
-	sd.SetFaultRate(1, 1) // every record fails
-	err = a.Free(b)
-	sd.SetFaultRate(0, 0)
-	if err != nil {
-		t.Fatalf("Free with failing records: %v (want the stream waited for instead)", err)
-	}
-	if s := a.Stats(); s.BytesCached != 64<<10 || s.BytesPending != 0 {
-		t.Errorf("after Free: %+v", s)
-	}
-}
-
 func TestClose(t *testing.T) {
 	dev, sd := newDevice(t)
 	a, err := New(dev, Options{})
@@ -496,19 +423,47 @@ func TestClose(t *testing.T) {
 	}
 	base := sd.Stats()
 	live := mustAlloc(t, a, 1<<20)
+	want := pattern(1<<20, 3)
+	copy(live.Bytes(), want)
 	small := mustAlloc(t, a, 4096)
 	mustFree(t, a, mustAlloc(t, a, 2<<20))
+	// A free still waiting for a copy queued on a stream: Close drains it.
+	st := newStream(t, dev)
+	dptr := devMalloc(t, dev, 8<<20)
+	queued := mustAlloc(t, a, 8<<20)
+	if err := dev.CopyHtoD(dptr, queued.Bytes(), st); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RecordStream(queued, st); err != nil {
+		t.Fatal(err)
+	}
+	mustFree(t, a, queued)
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Alloc(10); !errors.Is(err, ErrClosed) {
-		t.Errorf("Alloc after Close = %v, want ErrClosed", err)
+	// Left: the live buffer and the slab of the small one, whose other
+	// pieces stay cached until it comes back.
+	if s := a.Stats(); s.BytesPending != 0 || s.BytesCached != slabSize-4096 || s.BytesReserved != 1<<20+slabSize {
+		t.Errorf("after Close: %+v; want nothing pending, only the live buffer and the small one's slab reserved", s)
+	}
+	if _, err := a.Alloc(10); !errors.Is(err, ErrClosed) || !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("Alloc after Close = %v, want ErrClosed wrapping driver.ErrClosed", err)
+	}
+	if !bytes.Equal(live.Bytes(), want) {
+		t.Error("Close changed a live buffer")
+	}
+	// Free after Close, with a recorded stream: the memory goes to the driver.
+	if err := a.RecordStream(live, st); err != nil {
+		t.Fatal(err)
 	}
 	mustFree(t, a, live)
 	mustFree(t, a, small)
 	s := sd.Stats()
 	if s.HostAllocs-base.HostAllocs != s.HostFrees-base.HostFrees {
 		t.Errorf("after Close and Free: %d driver allocs, %d frees", s.HostAllocs-base.HostAllocs, s.HostFrees-base.HostFrees)
+	}
+	if st := a.Stats(); st.BytesReserved != 0 || st.BytesInUse != 0 || st.BytesPending != 0 {
+		t.Errorf("after Close and Free: %+v", st)
 	}
 	if err := a.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
