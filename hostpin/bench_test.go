@@ -128,7 +128,10 @@ func BenchmarkCopyHtoD(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer a.Close()
-	sg := NewStager(a, StagerOptions{})
+	sg, err := NewStager(a, StagerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	st, err := dev.NewStream()
 	if err != nil {
 		b.Fatal(err)
@@ -189,7 +192,10 @@ func BenchmarkCopyDtoH(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer a.Close()
-	sg := NewStager(a, StagerOptions{})
+	sg, err := NewStager(a, StagerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	st, err := dev.NewStream()
 	if err != nil {
 		b.Fatal(err)

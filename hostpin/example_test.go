@@ -63,7 +63,10 @@ func ExampleStager() {
 	dev, _ := drv.Device(0)
 	a, _ := hostpin.New(dev, hostpin.Options{})
 	defer a.Close()
-	sg := hostpin.NewStager(a, hostpin.StagerOptions{})
+	sg, err := hostpin.NewStager(a, hostpin.StagerOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	st, _ := dev.NewStream()
 	defer st.Destroy()

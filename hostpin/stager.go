@@ -5,7 +5,8 @@ package hostpin
 // Pageable Go memory cannot be the source or target of an asynchronous copy
 // (the GC may move or free it before the copy runs, and the driver's own
 // pageable path runs at 7 GB/s on an H100 machine against 55 GB/s pinned),
-// so a copy goes through pinned chunks from the Allocator:
+// so a copy goes through pinned chunks from a Source (an Allocator, or a
+// Direct for A/B runs):
 //
 //	CopyHtoD: for each chunk: wait until its slot's previous DMA is done,
 //	          host copy src -> pinned (split over workers), issue the DMA
@@ -17,9 +18,9 @@ package hostpin
 // With inFlight slots the host copy of chunk i+1 overlaps the DMA of chunk i
 // (and of the chunks before it still queued). Each call owns its slots,
 // events and wait groups: nothing is shared between concurrent calls but
-// the allocator (the MUSA plugin this replaces kept one job slot per stager
+// the Source (the MUSA plugin this replaces kept one job slot per stager
 // and corrupted data when two copies ran at once). When a call ends its
-// chunks go back to the allocator with RecordStream, so a chunk whose DMA
+// chunks go back to the Source with RecordStream, so a chunk whose DMA
 // is still queued is not handed out again before the DMA has run; CopyHtoD
 // therefore returns as soon as src has been read, without waiting for the
 // last DMAs.
@@ -63,73 +64,115 @@ const (
 	partAlign = 64
 )
 
-// StagerOptions configures a Stager. The zero value gives the defaults.
+// StagerOptions configures a Stager. The zero value gives the defaults; a
+// value out of range is an error from NewStager naming the field.
 type StagerOptions struct {
-	// ChunkSize is the pinned chunk a copy is split into. 0 (or negative)
-	// means 4 MiB.
+	// ChunkSize is the pinned chunk a copy is split into. 0 means 4 MiB;
+	// negative is an error.
 	ChunkSize int
-	// Workers is how many goroutines share the host copy of one chunk. 0 (or
-	// negative) means GOMAXPROCS, at most 8.
+	// Workers is how many goroutines share the host copy of one chunk. 0
+	// means GOMAXPROCS, at most 8; negative is an error.
 	Workers int
 	// DirectThreshold: copies shorter than it use the driver's synchronous
 	// copies directly, after waiting for the stream. 0 means 64 KiB; a
 	// negative value stages every copy.
 	DirectThreshold int
-	// InFlight is the number of chunks one call keeps in flight, at least 2.
-	// 0 (or less) means 3.
+	// InFlight is the number of chunks one call keeps in flight: at least 2.
+	// 0 means 3; 1 and negative are errors.
 	InFlight int
 }
 
+// withDefaults returns o with every zero field set to its default, or an
+// error naming the first field out of range.
+func (o StagerOptions) withDefaults() (StagerOptions, error) {
+	switch {
+	case o.ChunkSize == 0:
+		o.ChunkSize = defaultChunkSize
+	case o.ChunkSize < 0:
+		return o, fmt.Errorf("hostpin: StagerOptions.ChunkSize %d: want > 0 bytes (0 for 4 MiB): %w", o.ChunkSize, driver.ErrInvalidValue)
+	}
+	switch {
+	case o.Workers == 0:
+		o.Workers = min(runtime.GOMAXPROCS(0), maxDefaultWorkers)
+	case o.Workers < 0:
+		return o, fmt.Errorf("hostpin: StagerOptions.Workers %d: want >= 1 (0 for GOMAXPROCS, at most %d): %w", o.Workers, maxDefaultWorkers, driver.ErrInvalidValue)
+	}
+	if o.DirectThreshold == 0 {
+		o.DirectThreshold = defaultDirectThreshold
+	}
+	switch {
+	case o.InFlight == 0:
+		o.InFlight = defaultInFlight
+	case o.InFlight < minInFlight:
+		return o, fmt.Errorf("hostpin: StagerOptions.InFlight %d: want >= %d chunks (0 for %d): %w", o.InFlight, minInFlight, defaultInFlight, driver.ErrInvalidValue)
+	}
+	return o, nil
+}
+
+// Source is the pinned memory a Stager copies through: an *Allocator, or a
+// *Direct to measure the Stager against uncached driver allocations. The
+// events that mark each chunk's transfers come from the event pool of the
+// allocator that handed out the chunk (a Buffer knows it), so a Source that
+// wraps one of those works too.
+type Source interface {
+	Device() driver.Device
+	Alloc(size int) (*Buffer, error)
+	RecordStream(b *Buffer, s driver.Stream) error
+	Free(b *Buffer) error
+}
+
 // Stager copies between pageable Go memory and device memory through pinned
-// chunks of an Allocator.
+// chunks of a Source.
 //
 // A Stager is safe for concurrent use: any number of goroutines may copy at
 // once, to any streams. It holds no mutable state of its own (every call
-// keeps its own job state), so it needs no lock; the allocator it uses
-// serialises what it shares.
+// keeps its own job state), so it has no lock; its Source serialises what
+// the calls share.
 type Stager struct {
-	a        *Allocator
-	dev      driver.Device
-	chunk    int
-	workers  int
-	direct   int
-	inFlight int
+	src  Source
+	dev  driver.Device
+	opts StagerOptions // defaults filled in
 }
 
-// NewStager returns a Stager that takes its chunks from a.
-func NewStager(a *Allocator, opts StagerOptions) *Stager {
-	s := &Stager{a: a, dev: a.dev, chunk: opts.ChunkSize, workers: opts.Workers, direct: opts.DirectThreshold, inFlight: opts.InFlight}
-	if s.chunk <= 0 {
-		s.chunk = defaultChunkSize
+// NewStager returns a Stager that takes its chunks from src.
+func NewStager(src Source, opts StagerOptions) (*Stager, error) {
+	if src == nil {
+		return nil, fmt.Errorf("hostpin: NewStager with a nil Source: want an *Allocator or a *Direct: %w", driver.ErrInvalidValue)
 	}
-	if s.workers <= 0 {
-		s.workers = min(runtime.GOMAXPROCS(0), maxDefaultWorkers)
+	dev := src.Device()
+	if dev == nil {
+		return nil, fmt.Errorf("hostpin: NewStager: the Source has no device: %w", driver.ErrInvalidValue)
 	}
-	if s.direct == 0 {
-		s.direct = defaultDirectThreshold
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
-	if s.inFlight <= 0 {
-		s.inFlight = defaultInFlight
-	}
-	s.inFlight = max(s.inFlight, minInFlight)
-	return s
+	return &Stager{src: src, dev: dev, opts: opts}, nil
 }
 
 // Options returns the options in effect, defaults filled in.
-func (s *Stager) Options() StagerOptions {
-	return StagerOptions{ChunkSize: s.chunk, Workers: s.workers, DirectThreshold: s.direct, InFlight: s.inFlight}
+func (s *Stager) Options() StagerOptions { return s.opts }
+
+// stream resolves st: nil is the device's default stream.
+func (s *Stager) stream(st driver.Stream) driver.Stream {
+	if st == nil {
+		return s.dev.DefaultStream()
+	}
+	return st
 }
 
-// CopyHtoD copies src to device memory at dst, ordered on st after the work
-// already queued there. It returns once src may be reused; the last DMAs
+// CopyHtoD copies src to device memory at dst, ordered on st (nil: the
+// device's default stream) after the work already queued there. It returns
+// once src may be reused; the last DMAs
 // may still be queued on st (later work on st sees their result). On
 // cancellation it issues no further chunks, waits for those in flight and
 // returns ctx.Err(); driver errors are returned wrapped.
 func (s *Stager) CopyHtoD(ctx context.Context, dst driver.Ptr, src []byte, st driver.Stream) error {
-	if err := s.checkArgs(ctx, st); err != nil || len(src) == 0 {
+	st = s.stream(st)
+	if err := ctx.Err(); err != nil || len(src) == 0 {
 		return err
 	}
-	if len(src) < s.direct {
+	if len(src) < s.opts.DirectThreshold {
 		if err := st.Synchronize(); err != nil {
 			return fmt.Errorf("hostpin: copy to device: waiting for the stream: %w", err)
 		}
@@ -164,16 +207,18 @@ func (s *Stager) CopyHtoD(ctx context.Context, dst driver.Ptr, src []byte, st dr
 	return j.finish(err)
 }
 
-// CopyDtoH copies device memory at src into dst, ordered on st after the
-// work already queued there, and returns once dst is filled. On
+// CopyDtoH copies device memory at src into dst, ordered on st (nil: the
+// device's default stream) after the work already queued there, and returns
+// once dst is filled. On
 // cancellation it issues no further chunks, waits for those in flight and
 // returns ctx.Err() (dst is then partly written); driver errors are
 // returned wrapped.
 func (s *Stager) CopyDtoH(ctx context.Context, dst []byte, src driver.Ptr, st driver.Stream) error {
-	if err := s.checkArgs(ctx, st); err != nil || len(dst) == 0 {
+	st = s.stream(st)
+	if err := ctx.Err(); err != nil || len(dst) == 0 {
 		return err
 	}
-	if len(dst) < s.direct {
+	if len(dst) < s.opts.DirectThreshold {
 		if err := st.Synchronize(); err != nil {
 			return fmt.Errorf("hostpin: copy to host: waiting for the stream: %w", err)
 		}
@@ -214,16 +259,6 @@ func (s *Stager) CopyDtoH(ctx context.Context, dst []byte, src driver.Ptr, st dr
 		}
 	}
 	return j.finish(err)
-}
-
-func (s *Stager) checkArgs(ctx context.Context, st driver.Stream) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if st == nil {
-		return fmt.Errorf("hostpin: nil stream: %w", driver.ErrInvalidValue)
-	}
-	return nil
 }
 
 // job is one call's state: its pinned chunks and their events. It is never
@@ -269,16 +304,19 @@ func (sl *slot) record(j *job) error {
 }
 
 func (s *Stager) newJob(n int, st driver.Stream) (*job, error) {
-	chunk := min(s.chunk, n)
+	chunk := min(s.opts.ChunkSize, n)
 	chunks := (n + chunk - 1) / chunk
-	j := &job{s: s, st: st, n: n, chunk: chunk, chunks: chunks, slots: make([]slot, min(s.inFlight, chunks))}
+	j := &job{s: s, st: st, n: n, chunk: chunk, chunks: chunks, slots: make([]slot, min(s.opts.InFlight, chunks))}
 	for i := range j.slots {
-		buf, err := s.a.Alloc(chunk)
+		buf, err := s.src.Alloc(chunk)
 		if err != nil {
 			return nil, j.finish(fmt.Errorf("hostpin: staged copy: %w", err))
 		}
 		j.slots[i].buf = buf
-		ev, err := s.a.events.Get()
+		if buf == nil || buf.c == nil || buf.Len() != chunk {
+			return nil, j.finish(fmt.Errorf("hostpin: staged copy: the Source handed out no %d-byte Buffer of an Allocator or Direct: %w", chunk, driver.ErrInvalidValue))
+		}
+		ev, err := buf.c.events.Get()
 		if err != nil {
 			return nil, j.finish(fmt.Errorf("hostpin: staged copy: event: %w", err))
 		}
@@ -297,9 +335,12 @@ func (j *job) span(i int) (off, n int) {
 
 // finish ends the call: on failure it first waits for the chunks in flight
 // (so a failed call leaves no DMA behind it to land later; a DMA whose event
-// could not be recorded is waited for through the stream); then it returns every chunk to
-// the allocator with RecordStream (a chunk still queued is not reused before
-// its DMA) and every event to the pool.
+// could not be recorded is waited for through the stream); then it returns
+// every chunk to the Source with RecordStream (a chunk still queued is not
+// reused before its DMA) and every event to its pool. A chunk whose Free is
+// refused with evpool.ErrNotReleased (nothing can show its stream's work
+// over: a lost device) stays in use, as the policy wants, and the error is
+// returned: the call has no later moment to free it again.
 func (j *job) finish(err error) error {
 	errs := []error{err}
 	if err != nil {
@@ -318,15 +359,15 @@ func (j *job) finish(err error) error {
 	for i := range j.slots {
 		sl := &j.slots[i]
 		if sl.buf != nil {
-			if e := j.s.a.RecordStream(sl.buf, j.st); e != nil {
+			if e := j.s.src.RecordStream(sl.buf, j.st); e != nil {
 				errs = append(errs, e)
 			}
-			if e := j.s.a.Free(sl.buf); e != nil {
+			if e := j.s.src.Free(sl.buf); e != nil {
 				errs = append(errs, e)
 			}
 		}
 		if sl.ev != nil {
-			j.s.a.events.Put(sl.ev)
+			sl.buf.c.events.Put(sl.ev)
 		}
 	}
 	if err != nil && len(errs) == 1 {
@@ -341,7 +382,7 @@ func (j *job) finish(err error) error {
 // to the call.
 func (s *Stager) hostCopy(dst, src []byte) {
 	n := len(src)
-	parts := min(s.workers, n/minPart)
+	parts := min(s.opts.Workers, n/minPart)
 	if parts <= 1 {
 		copy(dst, src)
 		return

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,6 +51,16 @@ func newStream(t testing.TB, dev driver.Device) driver.Stream {
 	}
 	t.Cleanup(func() { s.Destroy() })
 	return s
+}
+
+// newStager makes a Stager of src or fails the test.
+func newStager(t testing.TB, src Source, opts StagerOptions) *Stager {
+	t.Helper()
+	sg, err := NewStager(src, opts)
+	if err != nil {
+		t.Fatalf("NewStager(%+v): %v", opts, err)
+	}
+	return sg
 }
 
 // roundTrip stages src up and back down, and checks each direction
@@ -103,8 +114,8 @@ func TestRoundTripSizes(t *testing.T) {
 	a := newAlloc(t, dev, Options{})
 	st := newStream(t, dev)
 	const chunk = 96<<10 + 7 // odd, so chunks straddle pages and classes
-	small := NewStager(a, StagerOptions{ChunkSize: chunk, Workers: 3})
-	def := NewStager(a, StagerOptions{})
+	small := newStager(t, a, StagerOptions{ChunkSize: chunk, Workers: 3})
+	def := newStager(t, a, StagerOptions{})
 	const th = defaultDirectThreshold
 	sizes := []int{1, 2, 3, 7, 255, 4095, 4096, 4097, th - 1, th, th + 1, 1<<20 + 13, 7<<20 + 333, 64 << 20}
 	for _, k := range []int{1, 2, 3, 4, 7} {
@@ -133,8 +144,8 @@ func TestRoundTripEverySmallSize(t *testing.T) {
 	dev, _ := newDevice(t)
 	a := newAlloc(t, dev, Options{})
 	st := newStream(t, dev)
-	staged := NewStager(a, StagerOptions{ChunkSize: 61, DirectThreshold: -1, InFlight: 2})
-	direct := NewStager(a, StagerOptions{})
+	staged := newStager(t, a, StagerOptions{ChunkSize: 61, DirectThreshold: -1, InFlight: 2})
+	direct := newStager(t, a, StagerOptions{})
 	dptr := devMalloc(t, dev, 2048)
 	for n := 1; n <= 2048; n++ {
 		roundTrip(t, staged, dev, st, dptr, pattern(n, uint32(n)))
@@ -167,7 +178,7 @@ func TestConcurrentStaging(t *testing.T) {
 		n      = 10*chunk + 123 // more chunks than InFlight, so calls block on the gate
 		inFlit = 3
 	)
-	sg := NewStager(a, StagerOptions{ChunkSize: chunk, Workers: 2, InFlight: inFlit})
+	sg := newStager(t, a, StagerOptions{ChunkSize: chunk, Workers: 2, InFlight: inFlit})
 	dptr := devMalloc(t, dev, calls*n)
 	streams := make([]driver.Stream, calls)
 	opens := make([]func(), calls)
@@ -258,7 +269,7 @@ func TestCallsDoNotShareJobState(t *testing.T) {
 		{"A returned with DMAs queued", 2*chunk - 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sg := NewStager(a, StagerOptions{ChunkSize: chunk, Workers: 2, InFlight: 2})
+			sg := newStager(t, a, StagerOptions{ChunkSize: chunk, Workers: 2, InFlight: 2})
 			stA, stB := newStream(t, dev), newStream(t, dev)
 			dA, dB := devMalloc(t, dev, tc.n), devMalloc(t, dev, tc.n)
 			srcA, srcB := pattern(tc.n, 1), pattern(tc.n, 2)
@@ -326,7 +337,7 @@ func TestCancel(t *testing.T) {
 	a := newAlloc(t, dev, Options{})
 	st := newStream(t, dev)
 	const chunk = 64 << 10
-	sg := NewStager(a, StagerOptions{ChunkSize: chunk, Workers: 1})
+	sg := newStager(t, a, StagerOptions{ChunkSize: chunk, Workers: 1})
 	const n = 20 * chunk
 	dptr := devMalloc(t, dev, n)
 
@@ -381,13 +392,52 @@ func TestStagerErrors(t *testing.T) {
 	dev, sd := newDevice(t)
 	a := newAlloc(t, dev, Options{})
 	const chunk = 64 << 10
-	sg := NewStager(a, StagerOptions{ChunkSize: chunk})
+	sg := newStager(t, a, StagerOptions{ChunkSize: chunk})
 	ctx := context.Background()
 	dptr := devMalloc(t, dev, 8*chunk)
 	buf := make([]byte, 8*chunk)
 
-	if err := sg.CopyHtoD(ctx, dptr, buf, nil); !errors.Is(err, driver.ErrInvalidValue) {
-		t.Errorf("nil stream: %v", err)
+	// A nil stream is the device's default stream, in both directions and
+	// for staged and direct copies.
+	for _, n := range []int{8 * chunk, 100} {
+		src := pattern(n, uint32(n))
+		if err := sg.CopyHtoD(ctx, dptr, src, nil); err != nil {
+			t.Fatalf("CopyHtoD(%d) on the nil stream: %v", n, err)
+		}
+		if err := dev.DefaultStream().Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, n)
+		if err := sg.CopyDtoH(ctx, got, dptr, nil); err != nil {
+			t.Fatalf("CopyDtoH(%d) on the nil stream: %v", n, err)
+		}
+		if !bytes.Equal(got, src) {
+			t.Errorf("round trip of %d bytes on the nil stream: wrong data", n)
+		}
+	}
+	// The DMAs of a staged copy on the nil stream queue on the default
+	// stream: behind a gate there, they wait for it.
+	open, err := sd.Gate(dev.DefaultStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := pattern(2*chunk, 5)
+	if err := sg.CopyHtoD(ctx, dptr, two, nil); err != nil { // 2 chunks <= InFlight: returns with the DMAs queued
+		t.Fatal(err)
+	}
+	if done, _ := dev.DefaultStream().Query(); done {
+		t.Error("staged copy on the nil stream did not queue on the gated default stream")
+	}
+	open()
+	if err := dev.DefaultStream().Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	check := make([]byte, len(two))
+	if err := dev.CopyDtoHSync(check, dptr); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(check, two) {
+		t.Error("staged copy on the nil stream: wrong data after the gate opened")
 	}
 	if err := sg.CopyHtoD(ctx, dptr, nil, dev.DefaultStream()); err != nil {
 		t.Errorf("empty copy: %v", err)
@@ -436,7 +486,7 @@ func TestStagerFaultInjection(t *testing.T) {
 	dev, sd := newDevice(t)
 	a := newAlloc(t, dev, Options{})
 	const chunk = 32 << 10
-	sg := NewStager(a, StagerOptions{ChunkSize: chunk, Workers: 2})
+	sg := newStager(t, a, StagerOptions{ChunkSize: chunk, Workers: 2})
 	const n = 5*chunk + 77
 	dptr := devMalloc(t, dev, n)
 	ctx := context.Background()
@@ -491,13 +541,36 @@ func TestStagerFaultInjection(t *testing.T) {
 func TestStagerOptions(t *testing.T) {
 	dev, _ := newDevice(t)
 	a := newAlloc(t, dev, Options{})
-	o := NewStager(a, StagerOptions{}).Options()
+	o := newStager(t, a, StagerOptions{}).Options()
 	if o.ChunkSize != 4<<20 || o.DirectThreshold != 64<<10 || o.InFlight != 3 || o.Workers < 1 || o.Workers > 8 {
 		t.Errorf("defaults: %+v", o)
 	}
-	o = NewStager(a, StagerOptions{ChunkSize: -1, Workers: -1, InFlight: 1, DirectThreshold: -1}).Options()
+	o = newStager(t, a, StagerOptions{InFlight: 2, DirectThreshold: -1}).Options()
 	if o.ChunkSize != 4<<20 || o.InFlight != 2 || o.Workers < 1 || o.DirectThreshold != -1 {
-		t.Errorf("clamped: %+v", o)
+		t.Errorf("smallest InFlight, negative DirectThreshold (stage everything): %+v", o)
+	}
+	// Out of range: an error naming the field, no clamping.
+	tests := []struct {
+		opts  StagerOptions
+		field string
+	}{
+		{StagerOptions{ChunkSize: -1}, "ChunkSize"},
+		{StagerOptions{Workers: -1}, "Workers"},
+		{StagerOptions{InFlight: 1}, "InFlight"},
+		{StagerOptions{InFlight: -3}, "InFlight"},
+	}
+	for _, tt := range tests {
+		sg, err := NewStager(a, tt.opts)
+		if err == nil || sg != nil {
+			t.Errorf("NewStager(%+v) = %v, %v; want an error", tt.opts, sg, err)
+			continue
+		}
+		if !errors.Is(err, driver.ErrInvalidValue) || !strings.Contains(err.Error(), "StagerOptions."+tt.field) {
+			t.Errorf("NewStager(%+v) error %q: want driver.ErrInvalidValue naming StagerOptions.%s", tt.opts, err, tt.field)
+		}
+	}
+	if _, err := NewStager(nil, StagerOptions{}); !errors.Is(err, driver.ErrInvalidValue) {
+		t.Errorf("NewStager(nil) = %v, want driver.ErrInvalidValue", err)
 	}
 }
 
@@ -505,7 +578,7 @@ func TestHostCopy(t *testing.T) {
 	dev, _ := newDevice(t)
 	a := newAlloc(t, dev, Options{})
 	for _, w := range []int{1, 2, 3, 8} {
-		sg := NewStager(a, StagerOptions{Workers: w})
+		sg := newStager(t, a, StagerOptions{Workers: w})
 		for _, n := range []int{0, 1, minPart - 1, 2*minPart + 1, 8*minPart + 63, 3 << 20} {
 			src := pattern(n, uint32(n))
 			dst := make([]byte, n)

@@ -111,7 +111,10 @@ func h2dSuite() Suite {
 				return out, err
 			}
 			defer a.Close()
-			st := hostpin.NewStager(a, hostpin.StagerOptions{})
+			st, err := hostpin.NewStager(a, hostpin.StagerOptions{})
+			if err != nil {
+				return out, err
+			}
 			maxSize := 256 << 20
 			if env.Quick {
 				maxSize = 16 << 20
