@@ -16,19 +16,20 @@
 // request); classes below 64 KiB are carved from shared 1 MiB slabs; above
 // 64 MiB sizes round to the page only. A freed buffer is reused only after
 // the work queued at Free time on the streams given to RecordStream has
-// completed (events from evpool). Idle bytes are capped (2 GiB), EmptyCache
-// returns idle memory to the driver, and Options.Disabled passes every call
-// through for A/B runs.
+// completed (events from evpool). Idle bytes are capped (2 GiB) and
+// EmptyCache returns idle memory to the driver. Direct has the same surface
+// without the cache (every Alloc and Free goes to the driver), for A/B runs.
 //
 // Stager copies ordinary Go slices: the host copy of one chunk (split over
 // workers) overlaps the DMA of the previous ones, every call owns its job
 // state so any number of goroutines may copy at once, and copies below
 // 64 KiB use the driver's synchronous copies directly:
 //
-//	sg := hostpin.NewStager(a, hostpin.StagerOptions{})
+//	sg, err := hostpin.NewStager(a, hostpin.StagerOptions{})
 //	err = sg.CopyHtoD(ctx, dst, src, s) // returns once src may be reused
 //	err = sg.CopyDtoH(ctx, out, dst, s) // returns once out is filled
 //
-// Allocator and Stager are safe for concurrent use. The package takes a
-// driver.Device and never opens a backend itself.
+// A nil stream is the device's default stream, in RecordStream and in the
+// Stager's copies. Allocator, Direct and Stager are safe for concurrent use.
+// The package takes a driver.Device and never opens a backend itself.
 package hostpin
