@@ -1,16 +1,11 @@
 package graphpass
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 )
-
-// ErrUnknownPass is returned (wrapped) by Manager.Enable for a name that no
-// pass carries.
-var ErrUnknownPass = errors.New("graphpass: unknown pass")
 
 // Pass is one graph rewrite. Run changes g in place (only through
 // Node.SetDevice today) and records what it did in st.

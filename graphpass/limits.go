@@ -1,0 +1,63 @@
+package graphpass
+
+// Decoding limits.
+//
+// Bounds: lengths are checked against the bytes that remain, so a crafted
+// length fails instead of allocating; func attrs, the only recursive shape
+// decoded, are followed at most Limits.MaxDepth levels; Limits also caps the
+// input size, node count and attrs per node. The memory decoding may
+// take per input byte is bounded too (Limits.MaxAllocPerByte; see alloc.go).
+
+import "math"
+
+// Limits bounds decoding. A zero field means the DefaultLimits value.
+type Limits struct {
+	// MaxBytes caps the input size. Protobuf refuses messages of 2 GiB or
+	// more, and so does Decode: larger values mean 2 GiB − 1.
+	MaxBytes int
+	// MaxNodes caps the number of NodeDefs.
+	MaxNodes int
+	// MaxAttrsPerNode caps the attrs of one node, and of one func attr.
+	MaxAttrsPerNode int
+	// MaxDepth caps the nesting of func attrs (NameAttrList inside
+	// AttrValue), the only recursive message decoded.
+	MaxDepth int
+	// MaxAllocPerByte caps what decoding allocates besides the one copy of
+	// the input the Graph keeps: nodes, field records, attrs, inputs,
+	// lists and shapes, in bytes per input byte (plus a few KiB for any
+	// graph). Model-shaped graphs need about 4; an input that needs more
+	// than the limit, such as millions of empty NodeDefs, attrs or inputs,
+	// is refused with ErrLimit before the allocation that would exceed it.
+	MaxAllocPerByte int
+}
+
+// DefaultLimits are generous for real models and small enough that hostile
+// input cannot exhaust memory: Decode allocates at most 1 + MaxAllocPerByte
+// bytes per input byte, and at most 2 GiB of input is accepted.
+var DefaultLimits = Limits{
+	MaxBytes:        math.MaxInt32, // protobuf's 2 GiB message limit
+	MaxNodes:        10_000_000,
+	MaxAttrsPerNode: 10_000,
+	MaxDepth:        32,
+	MaxAllocPerByte: 32,
+}
+
+func (l Limits) orDefault() Limits {
+	d := DefaultLimits
+	if l.MaxBytes > 0 {
+		d.MaxBytes = min(l.MaxBytes, math.MaxInt32)
+	}
+	if l.MaxNodes > 0 {
+		d.MaxNodes = l.MaxNodes
+	}
+	if l.MaxAttrsPerNode > 0 {
+		d.MaxAttrsPerNode = l.MaxAttrsPerNode
+	}
+	if l.MaxDepth > 0 {
+		d.MaxDepth = l.MaxDepth
+	}
+	if l.MaxAllocPerByte > 0 {
+		d.MaxAllocPerByte = l.MaxAllocPerByte
+	}
+	return d
+}
