@@ -34,25 +34,6 @@ func TestAttrValueString(t *testing.T) {
 	}
 }
 
-func TestShapeNumElements(t *testing.T) {
-	tests := []struct {
-		s    Shape
-		want int64
-	}{
-		{Shape{}, 1},
-		{Shape{Dims: []int64{2, 3}}, 6},
-		{Shape{Dims: []int64{2, -1}}, -1},
-		{Shape{UnknownRank: true}, -1},
-		{Shape{Dims: []int64{1 << 40, 1 << 40}}, -1}, // overflow
-		{Shape{Dims: []int64{0, 1 << 62}}, 0},
-	}
-	for _, tt := range tests {
-		if got := tt.s.NumElements(); got != tt.want {
-			t.Errorf("%v.NumElements() = %d, want %d", tt.s, got, tt.want)
-		}
-	}
-}
-
 func TestDump(t *testing.T) {
 	g, err := Decode(gd.GraphDef(gd.Graph{Nodes: []gd.Node{
 		gd.Const("k", "", gd.Int32, 2),

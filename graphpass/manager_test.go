@@ -64,22 +64,3 @@ func TestManager(t *testing.T) {
 		t.Errorf("failing pass: %v %+v %v", err, r, runs)
 	}
 }
-
-func TestGraphConcurrentReads(t *testing.T) {
-	g, err := Decode(gd.Model(200))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan bool)
-	for range 4 {
-		go func() {
-			ok := g.Node("block3/pack") != nil && g.Node("input") != nil
-			done <- ok
-		}()
-	}
-	for range 4 {
-		if !<-done {
-			t.Error("lookup failed")
-		}
-	}
-}
