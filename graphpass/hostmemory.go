@@ -27,7 +27,11 @@ type HostMemoryEntry struct {
 }
 
 // HostMemoryTable maps op types to the host-memory ports of their device
-// kernels. It is read-only after construction and safe for concurrent use.
+// kernels.
+//
+// Locking: a table has no mutex. It is read-only once built: every method
+// only reads it, so it is safe for concurrent use, and a caller that edits
+// Ops must do so before sharing it.
 type HostMemoryTable struct {
 	Source string                     `json:"source"`
 	Ops    map[string]HostMemoryEntry `json:"ops"`

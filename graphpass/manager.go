@@ -63,9 +63,11 @@ func (r Report) String() string {
 	return b.String()
 }
 
-// Manager runs passes in order. Configure it before use; Run may then be
-// called from several goroutines on different graphs, but Enable must not
-// race with Run.
+// Manager runs passes in order.
+//
+// Locking: a Manager has no mutex. Configure it (Enable) before use; Run
+// only reads its passes and switches, so it may then be called from several
+// goroutines on different graphs, but Enable must not race with Run.
 type Manager struct {
 	passes  []Pass
 	enabled []bool
