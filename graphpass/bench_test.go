@@ -10,7 +10,7 @@ import (
 // encode of a generated 100k-node graph (the README's figure).
 func BenchmarkDecodePassEncode100k(b *testing.B) {
 	pb := gd.Model(100_000)
-	pass := NewPinHostCompute(PinOptions{Getenv: func(string) string { return "" }})
+	pass := newPin(b, PinOptions{Getenv: func(string) string { return "" }})
 	b.SetBytes(int64(len(pb)))
 	var moved int
 	cpu0 := processCPU()
@@ -34,7 +34,7 @@ func BenchmarkDecodePassEncode100k(b *testing.B) {
 // BenchmarkStages splits the 100k-node figure into its parts.
 func BenchmarkStages(b *testing.B) {
 	pb := gd.Model(100_000)
-	pass := NewPinHostCompute(PinOptions{Getenv: func(string) string { return "" }})
+	pass := newPin(b, PinOptions{Getenv: func(string) string { return "" }})
 	cpu := func(b *testing.B, f func()) {
 		cpu0 := processCPU()
 		for b.Loop() {
@@ -71,7 +71,7 @@ func TestModelGraphPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	var st Stats
-	if err := NewPinHostCompute(PinOptions{Getenv: func(string) string { return "" }}).Run(g, &st); err != nil {
+	if err := newPin(t, PinOptions{Getenv: func(string) string { return "" }}).Run(g, &st); err != nil {
 		t.Fatal(err)
 	}
 	blocks, pinned := 0, 0

@@ -49,9 +49,13 @@ func Decode(b []byte) (*Graph, error) { return DecodeLimits(b, Limits{}) }
 // DecodeLimits decodes a serialized GraphDef within lim. Input beyond a
 // limit, including input whose decoding would allocate more than
 // lim.MaxAllocPerByte bytes per input byte, fails with ErrLimit; input that
-// is not a GraphDef fails with ErrMalformed.
+// is not a GraphDef fails with ErrMalformed; a negative field of lim fails
+// with ErrInvalidOption.
 func DecodeLimits(b []byte, lim Limits) (*Graph, error) {
-	lim = lim.orDefault()
+	lim, err := lim.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	if len(b) > lim.MaxBytes {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrLimit, len(b), lim.MaxBytes)
 	}

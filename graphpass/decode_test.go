@@ -3,6 +3,8 @@ package graphpass
 import (
 	"bytes"
 	"errors"
+	"math"
+	"strings"
 	"testing"
 
 	gdtest "github.com/accelkit/accelkit/graphpass/graphpasstest"
@@ -127,4 +129,45 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestDecodeLimitsInvalid: a negative limit is the caller's error, named
+// with what is valid; it is neither ErrLimit nor ErrMalformed.
+func TestDecodeLimitsInvalid(t *testing.T) {
+	tests := []struct {
+		lim   Limits
+		field string
+	}{
+		{Limits{MaxBytes: -1}, "Limits.MaxBytes -1"},
+		{Limits{MaxNodes: -2}, "Limits.MaxNodes -2"},
+		{Limits{MaxAttrsPerNode: -3}, "Limits.MaxAttrsPerNode -3"},
+		{Limits{MaxDepth: -4}, "Limits.MaxDepth -4"},
+		{Limits{MaxAllocPerByte: -5}, "Limits.MaxAllocPerByte -5"},
+	}
+	for _, tt := range tests {
+		_, err := DecodeLimits(sampleGraph(), tt.lim)
+		if !errors.Is(err, ErrInvalidOption) || errors.Is(err, ErrLimit) || errors.Is(err, ErrMalformed) {
+			t.Errorf("%+v: err = %v, want ErrInvalidOption alone", tt.lim, err)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, tt.field) || !strings.Contains(msg, "want 0 (the default") {
+			t.Errorf("%+v: %q does not name %q and what is valid", tt.lim, msg, tt.field)
+		}
+	}
+}
+
+// TestLimitsDefaults: zero fields take DefaultLimits, set fields are kept,
+// and MaxBytes is capped at protobuf's 2 GiB limit.
+func TestLimitsDefaults(t *testing.T) {
+	got, err := Limits{}.withDefaults()
+	if err != nil || got != DefaultLimits {
+		t.Errorf("zero Limits: %+v, %v; want DefaultLimits %+v", got, err, DefaultLimits)
+	}
+	set := Limits{MaxBytes: 10, MaxNodes: 2, MaxAttrsPerNode: 3, MaxDepth: 4, MaxAllocPerByte: 5}
+	if got, err := set.withDefaults(); err != nil || got != set {
+		t.Errorf("set Limits: %+v, %v; want %+v", got, err, set)
+	}
+	if got, _ := (Limits{MaxBytes: math.MaxInt}).withDefaults(); got.MaxBytes != math.MaxInt32 {
+		t.Errorf("MaxBytes MaxInt: %d, want %d", got.MaxBytes, math.MaxInt32)
+	}
 }

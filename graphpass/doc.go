@@ -8,7 +8,8 @@
 // Decode a serialized GraphDef, run passes, Encode:
 //
 //	g, err := graphpass.Decode(pb)
-//	m := graphpass.NewManager(graphpass.NewPinHostCompute(graphpass.PinOptions{}))
+//	pin, err := graphpass.NewPinHostCompute(graphpass.PinOptions{})
+//	m := graphpass.NewManager(pin)
 //	report, err := m.Run(g)
 //	out := g.Encode() // identical to pb except inside the NodeDefs that moved
 //

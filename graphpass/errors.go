@@ -14,3 +14,7 @@ var ErrLimit = errors.New("graphpass: decoding limit exceeded")
 // ErrUnknownPass is returned (wrapped) by Manager.Enable for a name that no
 // pass carries.
 var ErrUnknownPass = errors.New("graphpass: unknown pass")
+
+// ErrInvalidOption is returned (wrapped) by DecodeLimits and
+// NewPinHostCompute for an option value out of range.
+var ErrInvalidOption = errors.New("graphpass: invalid option")

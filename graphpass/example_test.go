@@ -27,7 +27,12 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	m := graphpass.NewManager(graphpass.NewPinHostCompute(graphpass.PinOptions{Getenv: func(string) string { return "" }}))
+	pin, err := graphpass.NewPinHostCompute(graphpass.PinOptions{Getenv: func(string) string { return "" }})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	m := graphpass.NewManager(pin)
 	r, err := m.Run(g)
 	if err != nil {
 		fmt.Println(err)

@@ -8,9 +8,13 @@ package graphpass
 // input size, node count and attrs per node. The memory decoding may
 // take per input byte is bounded too (Limits.MaxAllocPerByte; see alloc.go).
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
-// Limits bounds decoding. A zero field means the DefaultLimits value.
+// Limits bounds decoding. A zero field means the DefaultLimits value; a
+// negative one is an error (ErrInvalidOption).
 type Limits struct {
 	// MaxBytes caps the input size. Protobuf refuses messages of 2 GiB or
 	// more, and so does Decode: larger values mean 2 GiB − 1.
@@ -42,22 +46,28 @@ var DefaultLimits = Limits{
 	MaxAllocPerByte: 32,
 }
 
-func (l Limits) orDefault() Limits {
-	d := DefaultLimits
-	if l.MaxBytes > 0 {
-		d.MaxBytes = min(l.MaxBytes, math.MaxInt32)
+// withDefaults returns l with every zero field set to its DefaultLimits
+// value, or an error wrapping ErrInvalidOption that names the first
+// negative field.
+func (l Limits) withDefaults() (Limits, error) {
+	fields := [...]struct {
+		name     string
+		v, deflt *int
+	}{
+		{"MaxBytes", &l.MaxBytes, &DefaultLimits.MaxBytes},
+		{"MaxNodes", &l.MaxNodes, &DefaultLimits.MaxNodes},
+		{"MaxAttrsPerNode", &l.MaxAttrsPerNode, &DefaultLimits.MaxAttrsPerNode},
+		{"MaxDepth", &l.MaxDepth, &DefaultLimits.MaxDepth},
+		{"MaxAllocPerByte", &l.MaxAllocPerByte, &DefaultLimits.MaxAllocPerByte},
 	}
-	if l.MaxNodes > 0 {
-		d.MaxNodes = l.MaxNodes
+	for _, f := range fields {
+		switch {
+		case *f.v < 0:
+			return Limits{}, fmt.Errorf("%w: Limits.%s %d: want 0 (the default, %d) or more", ErrInvalidOption, f.name, *f.v, *f.deflt)
+		case *f.v == 0:
+			*f.v = *f.deflt
+		}
 	}
-	if l.MaxAttrsPerNode > 0 {
-		d.MaxAttrsPerNode = l.MaxAttrsPerNode
-	}
-	if l.MaxDepth > 0 {
-		d.MaxDepth = l.MaxDepth
-	}
-	if l.MaxAllocPerByte > 0 {
-		d.MaxAllocPerByte = l.MaxAllocPerByte
-	}
-	return d
+	l.MaxBytes = min(l.MaxBytes, math.MaxInt32)
+	return l, nil
 }

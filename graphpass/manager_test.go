@@ -29,7 +29,7 @@ func TestManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	var runs []string
-	m := NewManager(countPass{name: "one", runs: &runs}, NewPinHostCompute(PinOptions{Getenv: func(string) string { return "" }}), countPass{name: "three", runs: &runs})
+	m := NewManager(countPass{name: "one", runs: &runs}, newPin(t, PinOptions{Getenv: func(string) string { return "" }}), countPass{name: "three", runs: &runs})
 	if got := strings.Join(m.Names(), ","); got != "one,pin-host-compute,three" {
 		t.Fatalf("names %s", got)
 	}

@@ -42,6 +42,7 @@ package graphpass
 // variable ACCELKIT_DISABLE_HOST_COMPUTE_PIN is "1".
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -59,37 +60,55 @@ const DefaultMaxConstElements = 64
 // DefaultHostDevice is where nodes without a device are moved.
 const DefaultHostDevice = "/device:CPU:0"
 
-// PinOptions configure PinHostCompute. The zero value is ready to use.
+// PinOptions configure PinHostCompute. The zero value is ready to use:
+// every zero field means its default.
 type PinOptions struct {
-	Table            *HostMemoryTable // nil: DefaultHostMemoryTable()
-	HostDevice       string           // "": DefaultHostDevice
-	MaxConstElements int              // 0: DefaultMaxConstElements
-	Disabled         bool
+	// Table says which ports of which kernels live in host memory; nil
+	// means DefaultHostMemoryTable().
+	Table *HostMemoryTable
+	// HostDevice is where a moved node without a device goes; "" means
+	// DefaultHostDevice. A moved node with a device keeps its job, replica
+	// and task and gets "/device:CPU:0".
+	HostDevice string
+	// MaxConstElements is the largest Const, in elements, treated as a
+	// shape value; 0 means DefaultMaxConstElements. Negative is an error.
+	MaxConstElements int
+	// Disabled turns the pass off: Run changes nothing and notes why. The
+	// default (false) runs it unless the environment variable
+	// EnvDisableHostComputePin is "1".
+	Disabled bool
 	// Getenv reads the environment; nil means os.Getenv (tests override it).
 	Getenv func(string) string
 }
 
 // PinHostCompute is the pin-host-compute pass. It holds only its options
 // and is safe for concurrent use on different graphs.
+//
+// Locking: none is needed; the options are written once, by
+// NewPinHostCompute, and every run keeps its working state to itself.
 type PinHostCompute struct {
 	opts PinOptions
 }
 
-// NewPinHostCompute returns the pass with opts filled in with defaults.
-func NewPinHostCompute(opts PinOptions) *PinHostCompute {
+// NewPinHostCompute returns the pass with opts filled in with defaults. A
+// value out of range is an error wrapping ErrInvalidOption.
+func NewPinHostCompute(opts PinOptions) (*PinHostCompute, error) {
+	if opts.MaxConstElements < 0 {
+		return nil, fmt.Errorf("%w: PinOptions.MaxConstElements %d: want 0 (the default, %d) or more", ErrInvalidOption, opts.MaxConstElements, DefaultMaxConstElements)
+	}
 	if opts.Table == nil {
 		opts.Table = DefaultHostMemoryTable()
 	}
 	if opts.HostDevice == "" {
 		opts.HostDevice = DefaultHostDevice
 	}
-	if opts.MaxConstElements <= 0 {
+	if opts.MaxConstElements == 0 {
 		opts.MaxConstElements = DefaultMaxConstElements
 	}
 	if opts.Getenv == nil {
 		opts.Getenv = os.Getenv
 	}
-	return &PinHostCompute{opts: opts}
+	return &PinHostCompute{opts: opts}, nil
 }
 
 // Name returns "pin-host-compute".

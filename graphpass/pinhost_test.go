@@ -1,6 +1,7 @@
 package graphpass
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,6 +16,16 @@ const (
 	cpu = "/device:CPU:0"
 )
 
+// newPin returns NewPinHostCompute(opts), failing tb on an error.
+func newPin(tb testing.TB, opts PinOptions) *PinHostCompute {
+	tb.Helper()
+	p, err := NewPinHostCompute(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
 func runPin(t *testing.T, nodes []gd.Node, opts PinOptions) (*Graph, Stats) {
 	t.Helper()
 	g, err := Decode(gd.GraphDef(gd.Graph{Nodes: nodes, Versions: gd.Versions(1, 0)}))
@@ -25,7 +36,7 @@ func runPin(t *testing.T, nodes []gd.Node, opts PinOptions) (*Graph, Stats) {
 		opts.Getenv = func(string) string { return "" }
 	}
 	var st Stats
-	if err := NewPinHostCompute(opts).Run(g, &st); err != nil {
+	if err := newPin(t, opts).Run(g, &st); err != nil {
 		t.Fatal(err)
 	}
 	return g, st
@@ -272,7 +283,7 @@ func TestPinLongChainFixpointAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := NewPinHostCompute(PinOptions{})
+	p := newPin(t, PinOptions{})
 	newState := func() *pinState {
 		s := &pinState{p: p, nodes: g.Nodes(), ix: buildIndex(g)}
 		s.in = make([]bool, len(s.nodes))
@@ -325,7 +336,7 @@ func TestPinDisabled(t *testing.T) {
 	t.Setenv(EnvDisableHostComputePin, "1")
 	g, _ := Decode(gd.GraphDef(gd.Graph{Nodes: smallOps()}))
 	var st2 Stats
-	if err := NewPinHostCompute(PinOptions{}).Run(g, &st2); err != nil || st2.Changed != 0 {
+	if err := newPin(t, PinOptions{}).Run(g, &st2); err != nil || st2.Changed != 0 {
 		t.Errorf("real env: %+v %v", st2, err)
 	}
 }
@@ -400,5 +411,28 @@ func TestHostMemoryTable(t *testing.T) {
 	}
 	if len(tbl.Ops) < 20 || tbl.Source == "" {
 		t.Errorf("default table has %d ops, source %q", len(tbl.Ops), tbl.Source)
+	}
+}
+
+// TestPinOptions: the zero value takes every default; a negative
+// MaxConstElements is an error naming the field and what is valid; set
+// fields are kept.
+func TestPinOptions(t *testing.T) {
+	p := newPin(t, PinOptions{})
+	if p.opts.Table == nil || p.opts.HostDevice != DefaultHostDevice ||
+		p.opts.MaxConstElements != DefaultMaxConstElements || p.opts.Getenv == nil || p.opts.Disabled {
+		t.Errorf("zero PinOptions: %+v", p.opts)
+	}
+	tbl := &HostMemoryTable{}
+	p = newPin(t, PinOptions{Table: tbl, HostDevice: "/job:h/device:CPU:1", MaxConstElements: 3})
+	if p.opts.Table != tbl || p.opts.HostDevice != "/job:h/device:CPU:1" || p.opts.MaxConstElements != 3 {
+		t.Errorf("set PinOptions not kept: %+v", p.opts)
+	}
+	_, err := NewPinHostCompute(PinOptions{MaxConstElements: -1})
+	if !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("MaxConstElements -1: err = %v, want ErrInvalidOption", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "PinOptions.MaxConstElements -1") || !strings.Contains(msg, "want 0 (the default, 64) or more") {
+		t.Errorf("MaxConstElements -1: %q does not name the field and what is valid", msg)
 	}
 }

@@ -20,7 +20,10 @@ func graphpassSuite() Suite {
 			}
 			env.Step("generate %d nodes", nodes)
 			pb := graphpasstest.Model(nodes)
-			pass := graphpass.NewPinHostCompute(graphpass.PinOptions{Getenv: func(string) string { return "" }})
+			pass, err := graphpass.NewPinHostCompute(graphpass.PinOptions{Getenv: func(string) string { return "" }})
+			if err != nil {
+				return out, err
+			}
 			reps := 5
 			var moved int
 			times := make([]float64, 0, reps)

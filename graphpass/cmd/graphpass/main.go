@@ -139,7 +139,11 @@ func (c cli) do(o options) error {
 	}
 	// Check every flag before reading the input, so that a usage error is
 	// reported as one whatever the input holds.
-	m := graphpass.NewManager(graphpass.NewPinHostCompute(graphpass.PinOptions{}))
+	pin, err := graphpass.NewPinHostCompute(graphpass.PinOptions{})
+	if err != nil {
+		return err
+	}
+	m := graphpass.NewManager(pin)
 	if o.passes != "" {
 		for _, name := range m.Names() {
 			_ = m.Enable(name, false)
