@@ -51,8 +51,8 @@ func newBenchLoad() *benchLoad {
 	return l
 }
 
-func (l *benchLoad) wrlru(tb testing.TB, opts ...Option) *Cache[benchObj, int, int] {
-	c, err := New(func(_ context.Context, o *benchObj, a int) (int, error) { return o.id*benchArgs + a, nil }, opts...)
+func (l *benchLoad) wrlru(tb testing.TB, opts Options) *Cache[benchObj, int, int] {
+	c, err := New(func(_ context.Context, o *benchObj, a int) (int, error) { return o.id*benchArgs + a, nil }, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -108,7 +108,7 @@ const (
 // wrlru's fastest round over golang-lru's fastest (goal <= 1.5).
 func BenchmarkHit(b *testing.B) {
 	l := newBenchLoad()
-	c := l.wrlru(b)
+	c := l.wrlru(b, Options{})
 	g := l.golangLRU(b)
 	ctx := context.Background()
 	sink := 0
@@ -166,15 +166,15 @@ var benchLoadShared = newBenchLoad()
 // alternating with wrlru's: metrics hits/s of each (fastest round) and
 // x-golang-lru, wrlru's throughput over golang-lru's (goal >= 2), with
 // GOMAXPROCS beside them.
-func BenchmarkHitParallel(b *testing.B) { benchHitParallel(b) }
+func BenchmarkHitParallel(b *testing.B) { benchHitParallel(b, Options{}) }
 
 // BenchmarkHitParallelExact is BenchmarkHitParallel on a one-shard cache,
 // whose exact LRU order costs one shared atomic add per hit.
-func BenchmarkHitParallelExact(b *testing.B) { benchHitParallel(b, WithShards(1)) }
+func BenchmarkHitParallelExact(b *testing.B) { benchHitParallel(b, Options{Shards: 1}) }
 
-func benchHitParallel(b *testing.B, opts ...Option) {
+func benchHitParallel(b *testing.B, opts Options) {
 	l := benchLoadShared
-	c := l.wrlru(b, opts...)
+	c := l.wrlru(b, opts)
 	g := l.golangLRU(b)
 	ctx := context.Background()
 	wr := func() { parallelHits(func(k lruKey) int { v, _ := c.Get(ctx, k.obj, k.args); return v }) }
@@ -210,7 +210,7 @@ func BenchmarkMissCompute(b *testing.B) {
 	}
 	total := int64(0)
 	for b.Loop() {
-		c, err := New(fn)
+		c, err := New(fn, Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -252,7 +252,7 @@ func BenchmarkHitRunParallel(b *testing.B) {
 	var next atomic.Int64
 	start := func() int { return int(next.Add(1)) * (benchKeys / benchGoroutines) }
 	b.Run("wrlru", func(b *testing.B) {
-		c := l.wrlru(b)
+		c := l.wrlru(b, Options{})
 		par := max(1, benchGoroutines/runtime.GOMAXPROCS(0))
 		b.SetParallelism(par)
 		b.ResetTimer()

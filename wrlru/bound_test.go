@@ -17,8 +17,8 @@ func TestBoundExactWhileSharded(t *testing.T) {
 		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
 			withProcs(t, func(t *testing.T) {
 				const bound, goroutines, perG = 64, 16, 300
-				c := mustNew(t, func(_ context.Context, o *obj, a int) (int, error) { return o.id + a, nil },
-					WithMaxSize(bound), WithShards(shards))
+				c := mustNew(t, func(_ context.Context, o *obj, a int) (int, error) { return o.id + a, nil }, Options{MaxSize: bound, Shards: shards})
+
 				objs := newObjs(goroutines * perG / 4) // kept alive throughout
 				done := make(chan struct{})
 				watcher := make(chan int)
@@ -71,8 +71,8 @@ func TestBudgetSharedLRU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca := mustNew(t, func(_ context.Context, _ *obj, a int) (int, error) { return a, nil }, WithBudget(b), WithShards(1))
-	cb := mustNew(t, func(_ context.Context, _ *obj, s string) (string, error) { return s, nil }, WithBudget(b), WithShards(1))
+	ca := mustNew(t, func(_ context.Context, _ *obj, a int) (int, error) { return a, nil }, Options{Budget: b, Shards: 1})
+	cb := mustNew(t, func(_ context.Context, _ *obj, s string) (string, error) { return s, nil }, Options{Budget: b, Shards: 1})
 	ctx := context.Background()
 	o := &obj{}
 	for i := range 10 {
@@ -116,7 +116,7 @@ func TestBudgetBoundConcurrent(t *testing.T) {
 		b, _ := NewBudget(max)
 		caches := make([]*Cache[obj, int, int], 3)
 		for i := range caches {
-			caches[i] = mustNew(t, func(_ context.Context, o *obj, a int) (int, error) { return a, nil }, WithBudget(b), WithShards(4))
+			caches[i] = mustNew(t, func(_ context.Context, o *obj, a int) (int, error) { return a, nil }, Options{Budget: b, Shards: 4})
 		}
 		objs := newObjs(64)
 		var wg sync.WaitGroup
@@ -161,8 +161,8 @@ func TestBudgetBoundConcurrent(t *testing.T) {
 // A member cache that is dropped gives its slots back.
 func TestBudgetDroppedMember(t *testing.T) {
 	b, _ := NewBudget(8)
-	keep := mustNew(t, func(_ context.Context, _ *obj, a int) (int, error) { return a, nil }, WithBudget(b))
-	drop := mustNew(t, func(_ context.Context, _ *obj, a int) (int, error) { return a, nil }, WithBudget(b))
+	keep := mustNew(t, func(_ context.Context, _ *obj, a int) (int, error) { return a, nil }, Options{Budget: b})
+	drop := mustNew(t, func(_ context.Context, _ *obj, a int) (int, error) { return a, nil }, Options{Budget: b})
 	ctx := context.Background()
 	o := &obj{}
 	for i := range 8 {

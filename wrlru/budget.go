@@ -9,9 +9,9 @@ import (
 )
 
 // Budget is a capacity in entries shared by several caches (XLA's LRUList
-// idea): caches built WithBudget(b) together never hold more than b's
-// maximum entries, and when it is full an insert into any of them evicts an
-// old entry from any of them.
+// idea): caches built with Options{Budget: b} together never hold more than
+// b's maximum entries, and when it is full an insert into any of them evicts
+// an old entry from any of them.
 //
 // Recency across caches (and across the shards of one cache) is approximate:
 // every insert advances the budget's epoch, and every use stores the current
@@ -37,7 +37,7 @@ type Budget struct {
 	epoch atomic.Uint64
 	_     [56]byte
 	rot   atomic.Uint64
-	// shared is set once a cache joins with WithBudget; private budgets
+	// shared is set once a cache joins through Options.Budget; private budgets
 	// never look at members.
 	shared atomic.Bool
 
@@ -196,12 +196,6 @@ func (b *Budget) evictOne(c evictor, own int) bool {
 		}
 	}
 	return false
-}
-
-// WithBudget makes the cache share b's bound with the other caches built
-// with b, instead of having its own (WithMaxSize is then an error).
-func WithBudget(b *Budget) Option {
-	return func(c *config) { c.budget = b; c.budgetSet = true }
 }
 
 func (c *Cache[T, A, V]) numShards() int { return len(c.shards) }

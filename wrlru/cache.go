@@ -37,11 +37,11 @@ package wrlru
 // since the same insert tie, and across shards and caches the victim is
 // sampled: see Budget.
 //
-// Bound. A Budget (private to the cache unless WithBudget shares one) keeps
-// one atomic count of resident entries plus slots reserved by inserts in
-// progress. An insert reserves a slot (compare-and-swap below the maximum,
-// evicting first when full) before it takes the shard lock, so the number of
-// resident entries never exceeds the maximum at any instant.
+// Bound. A Budget (private to the cache unless Options.Budget shares one)
+// keeps one atomic count of resident entries plus slots reserved by inserts
+// in progress. An insert reserves a slot (compare-and-swap below the
+// maximum, evicting first when full) before it takes the shard lock, so the
+// number of resident entries never exceeds the maximum at any instant.
 
 import (
 	"context"
@@ -70,8 +70,8 @@ var (
 )
 
 const (
-	// DefaultMaxSize is the bound used when neither WithMaxSize nor WithBudget
-	// is given; it is JAX's default for weakref_lru_cache.
+	// DefaultMaxSize is the bound used when Options sets neither MaxSize nor
+	// Budget; it is JAX's default for weakref_lru_cache.
 	DefaultMaxSize = 2048
 
 	// MaxShards is the largest shard count. More shards than a few per
@@ -130,9 +130,9 @@ type key[A comparable] struct {
 	args A
 }
 
-// New returns a cache of fn. Options are applied in order; an invalid value
-// is an error wrapping ErrInvalidOption.
-func New[T any, A comparable, V any](fn func(ctx context.Context, obj *T, args A) (V, error), opts ...Option) (*Cache[T, A, V], error) {
+// New returns a cache of fn configured by opts (the zero Options is the
+// default). A value out of range is an error wrapping ErrInvalidOption.
+func New[T any, A comparable, V any](fn func(ctx context.Context, obj *T, args A) (V, error), opts Options) (*Cache[T, A, V], error) {
 	if fn == nil {
 		return nil, fmt.Errorf("%w: fn is nil: pass the function to cache", ErrInvalidOption)
 	}
@@ -140,20 +140,14 @@ func New[T any, A comparable, V any](fn func(ctx context.Context, obj *T, args A
 	if unsafe.Sizeof(zeroT) == 0 {
 		return nil, fmt.Errorf("%w: key type %T has size zero: zero-size objects share addresses, use a type of at least one byte", ErrInvalidOption, &zeroT)
 	}
-	cfg := config{maxSize: DefaultMaxSize}
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
-	}
-	if err := cfg.validate(); err != nil {
+	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	b := cfg.budget
+	b := opts.Budget
 	if b == nil {
-		b = newBudget(int64(cfg.maxSize))
+		b = newBudget(opts.bound())
 	}
-	n := cfg.shards
+	n := opts.Shards
 	if n == 0 {
 		n = defaultShards(b.max)
 	}
@@ -168,9 +162,9 @@ func New[T any, A comparable, V any](fn func(ctx context.Context, obj *T, args A
 	for i := range c.shards {
 		c.shards[i] = newShard[T, A, V]()
 	}
-	c.exact = n == 1 && cfg.budget == nil
+	c.exact = n == 1 && opts.Budget == nil
 	c.self = weak.Make(c)
-	if cfg.budget != nil {
+	if opts.Budget != nil {
 		b.join(weakMember[T, A, V]{c.self})
 		runtime.AddCleanup(c, releaseResident, releaseArg{b, c.resident})
 	}

@@ -7,14 +7,15 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 )
 
-func mustNew[T any, A comparable, V any](t testing.TB, fn func(context.Context, *T, A) (V, error), opts ...Option) *Cache[T, A, V] {
+func mustNew[T any, A comparable, V any](t testing.TB, fn func(context.Context, *T, A) (V, error), opts Options) *Cache[T, A, V] {
 	t.Helper()
-	c, err := New(fn, opts...)
+	c, err := New(fn, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,30 +30,31 @@ func TestNewOptions(t *testing.T) {
 	fn := func(context.Context, *obj, int) (int, error) { return 0, nil }
 	tests := []struct {
 		name       string
-		opts       []Option
-		wantErr    bool
+		opts       Options
+		wantErr    string // a part of the error naming the field; "" for success
 		wantMax    int
 		wantShards int
 	}{
-		{"defaults", nil, false, DefaultMaxSize, -1},
-		{"unbounded", []Option{WithMaxSize(0)}, false, 0, -1},
-		{"small bound is one shard", []Option{WithMaxSize(50)}, false, 50, 1},
-		{"shards rounded up", []Option{WithShards(3)}, false, DefaultMaxSize, 4},
-		{"one shard", []Option{WithShards(1)}, false, DefaultMaxSize, 1},
-		{"max shards", []Option{WithShards(MaxShards)}, false, DefaultMaxSize, MaxShards},
-		{"budget", []Option{WithBudget(b)}, false, 8, 1},
-		{"negative size", []Option{WithMaxSize(-1)}, true, 0, 0},
-		{"too many shards", []Option{WithShards(MaxShards + 1)}, true, 0, 0},
-		{"negative shards", []Option{WithShards(-2)}, true, 0, 0},
-		{"nil budget", []Option{WithBudget(nil)}, true, 0, 0},
-		{"budget and size", []Option{WithBudget(b), WithMaxSize(4)}, true, 0, 0},
+		{"defaults", Options{}, "", DefaultMaxSize, -1},
+		{"unbounded", Options{MaxSize: Unbounded}, "", 0, -1},
+		{"small bound is one shard", Options{MaxSize: 50}, "", 50, 1},
+		{"shards rounded up", Options{Shards: 3}, "", DefaultMaxSize, 4},
+		{"one shard", Options{Shards: 1}, "", DefaultMaxSize, 1},
+		{"max shards", Options{Shards: MaxShards}, "", DefaultMaxSize, MaxShards},
+		{"budget", Options{Budget: b}, "", 8, 1},
+		{"nil budget is a private bound", Options{Budget: nil, Shards: 1}, "", DefaultMaxSize, 1},
+		{"negative size", Options{MaxSize: -2}, "Options.MaxSize -2: want 0 (DefaultMaxSize), a positive bound, or Unbounded (-1)", 0, 0},
+		{"too many shards", Options{Shards: MaxShards + 1}, "Options.Shards 65: want 1 to 64, or 0 for the default", 0, 0},
+		{"negative shards", Options{Shards: -2}, "Options.Shards -2", 0, 0},
+		{"budget and size", Options{Budget: b, MaxSize: 4}, "Options.MaxSize 4 with Options.Budget", 0, 0},
+		{"budget and unbounded", Options{Budget: b, MaxSize: Unbounded}, "Options.MaxSize -1 with Options.Budget", 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := New(fn, tt.opts...)
-			if tt.wantErr {
-				if !errors.Is(err, ErrInvalidOption) {
-					t.Fatalf("New: err = %v, want ErrInvalidOption", err)
+			c, err := New(fn, tt.opts)
+			if tt.wantErr != "" {
+				if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("New(%+v): err = %v, want ErrInvalidOption saying %q", tt.opts, err, tt.wantErr)
 				}
 				return
 			}
@@ -65,12 +67,18 @@ func TestNewOptions(t *testing.T) {
 			if tt.wantShards > 0 && len(c.shards) != tt.wantShards {
 				t.Errorf("shards = %d, want %d", len(c.shards), tt.wantShards)
 			}
+			if shared := c.budget == b; shared != (tt.opts.Budget != nil) {
+				t.Errorf("cache uses the given budget: %v, want %v", shared, tt.opts.Budget != nil)
+			}
+			if wantExact := len(c.shards) == 1 && tt.opts.Budget == nil; c.exact != wantExact {
+				t.Errorf("exact = %v, want %v", c.exact, wantExact)
+			}
 		})
 	}
-	if _, err := New[obj, int, int](nil); !errors.Is(err, ErrInvalidOption) {
+	if _, err := New[obj, int, int](nil, Options{}); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("New(nil fn): err = %v, want ErrInvalidOption", err)
 	}
-	if _, err := New(func(context.Context, *struct{}, int) (int, error) { return 0, nil }); !errors.Is(err, ErrInvalidOption) {
+	if _, err := New(func(context.Context, *struct{}, int) (int, error) { return 0, nil }, Options{}); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("New with zero-size key type: err = %v, want ErrInvalidOption", err)
 	}
 	if _, err := NewBudget(-1); !errors.Is(err, ErrInvalidOption) {
@@ -79,7 +87,7 @@ func TestNewOptions(t *testing.T) {
 }
 
 func TestNilObject(t *testing.T) {
-	c := mustNew(t, func(context.Context, *obj, int) (int, error) { return 1, nil })
+	c := mustNew(t, func(context.Context, *obj, int) (int, error) { return 1, nil }, Options{})
 	for range 3 {
 		if _, err := c.Get(context.Background(), nil, 1); !errors.Is(err, ErrNilObject) {
 			t.Fatalf("Get(nil): err = %v, want ErrNilObject", err)
@@ -97,7 +105,7 @@ func TestNilObject(t *testing.T) {
 func TestArgumentEquality(t *testing.T) {
 	type kwargs struct{ K1, K2 string }
 	missID := 0
-	c := mustNew(t, func(context.Context, *obj, kwargs) (int, error) { missID++; return missID, nil }, WithMaxSize(4))
+	c := mustNew(t, func(context.Context, *obj, kwargs) (int, error) { missID++; return missID, nil }, Options{MaxSize: 4})
 	o := &obj{}
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -120,7 +128,7 @@ func TestArgumentEquality(t *testing.T) {
 
 // JAX testGetKeys.
 func TestKeys(t *testing.T) {
-	c := mustNew(t, func(_ context.Context, _ *obj, a string) (string, error) { return a + "extra", nil }, WithMaxSize(4))
+	c := mustNew(t, func(_ context.Context, _ *obj, a string) (string, error) { return a + "extra", nil }, Options{MaxSize: 4})
 	o := &obj{}
 	if k := c.Keys(); len(k) != 0 {
 		t.Fatalf("Keys of empty cache = %v", k)
@@ -141,7 +149,7 @@ func TestKeys(t *testing.T) {
 
 // JAX testPrintingStats.
 func TestInfoString(t *testing.T) {
-	c := mustNew(t, func(_ context.Context, _ *obj, a int) (int, error) { return a, nil })
+	c := mustNew(t, func(_ context.Context, _ *obj, a int) (int, error) { return a, nil }, Options{})
 	o := &obj{}
 	ctx := context.Background()
 	for i := range 10 {
@@ -169,7 +177,7 @@ func TestInfoString(t *testing.T) {
 // recently used entry.
 func TestEvictionIsLRU(t *testing.T) {
 	calls := 0
-	c := mustNew(t, func(_ context.Context, _ *obj, a int) (int, error) { calls++; return a, nil }, WithMaxSize(3), WithShards(1))
+	c := mustNew(t, func(_ context.Context, _ *obj, a int) (int, error) { calls++; return a, nil }, Options{MaxSize: 3, Shards: 1})
 	o := &obj{}
 	ctx := context.Background()
 	get := func(a int) {
@@ -211,7 +219,7 @@ func TestRecursive(t *testing.T) {
 	ctx := context.Background()
 	t.Run("direct", func(t *testing.T) {
 		var c *Cache[obj, int, int]
-		c = mustNew(t, func(ctx context.Context, o *obj, a int) (int, error) { return c.Get(ctx, o, a) })
+		c = mustNew(t, func(ctx context.Context, o *obj, a int) (int, error) { return c.Get(ctx, o, a) }, Options{})
 		if _, err := c.Get(ctx, &obj{}, 1); !errors.Is(err, ErrRecursive) {
 			t.Fatalf("err = %v, want ErrRecursive", err)
 		}
@@ -225,23 +233,24 @@ func TestRecursive(t *testing.T) {
 			if a == 0 {
 				return 100, nil
 			}
-			v, err := c.Get(ctx, o, a-1) // a chain down to 0
+			v, err := c.Get(ctx, o, a-1)
 			return v + 1, err
-		})
+		}, Options{})
+
 		o := &obj{}
 		if v, err := c.Get(ctx, o, 5); err != nil || v != 105 {
 			t.Fatalf("chain: %d, %v; want 105", v, err)
 		}
 		var d *Cache[obj, int, int]
-		d = mustNew(t, func(ctx context.Context, o *obj, a int) (int, error) { return d.Get(ctx, o, (a+1)%3) })
+		d = mustNew(t, func(ctx context.Context, o *obj, a int) (int, error) { return d.Get(ctx, o, (a+1)%3) }, Options{})
 		if _, err := d.Get(ctx, o, 0); !errors.Is(err, ErrRecursive) {
 			t.Fatalf("cycle 0->1->2->0: err = %v, want ErrRecursive", err)
 		}
 	})
 	t.Run("through another cache", func(t *testing.T) {
 		var a, b *Cache[obj, int, int]
-		a = mustNew(t, func(ctx context.Context, o *obj, x int) (int, error) { return b.Get(ctx, o, x) })
-		b = mustNew(t, func(ctx context.Context, o *obj, x int) (int, error) { return a.Get(ctx, o, x) })
+		a = mustNew(t, func(ctx context.Context, o *obj, x int) (int, error) { return b.Get(ctx, o, x) }, Options{})
+		b = mustNew(t, func(ctx context.Context, o *obj, x int) (int, error) { return a.Get(ctx, o, x) }, Options{})
 		if _, err := a.Get(ctx, &obj{}, 1); !errors.Is(err, ErrRecursive) {
 			t.Fatalf("err = %v, want ErrRecursive", err)
 		}
@@ -252,7 +261,8 @@ func TestRecursive(t *testing.T) {
 			errc := make(chan error)
 			go func() { _, err := c.Get(ctx, o, a); errc <- err }()
 			return 0, <-errc
-		})
+		}, Options{})
+
 		if _, err := c.Get(ctx, &obj{}, 1); !errors.Is(err, ErrRecursive) {
 			t.Fatalf("err = %v, want ErrRecursive", err)
 		}
@@ -295,7 +305,7 @@ func waitMisses[T any, A comparable, V any](c *Cache[T, A, V], n uint64) {
 func TestSingleflight(t *testing.T) {
 	withProcs(t, func(t *testing.T) {
 		f := newBlockingFn()
-		c := mustNew(t, f.fn)
+		c := mustNew(t, f.fn, Options{})
 		o := &obj{}
 		const waiters = 8
 		type result struct {
@@ -333,7 +343,7 @@ func TestErrorsReachWaitersAndAreNotCached(t *testing.T) {
 	f := newBlockingFn()
 	boom := errors.New("boom")
 	f.err = boom
-	c := mustNew(t, f.fn)
+	c := mustNew(t, f.fn, Options{})
 	o := &obj{}
 	const callers = 5
 	errs := make(chan error, callers)
@@ -368,7 +378,7 @@ func TestErrorsReachWaitersAndAreNotCached(t *testing.T) {
 // waiter whose context is live computes again instead of failing.
 func TestLeaderCancelledWaiterRetries(t *testing.T) {
 	f := newBlockingFn()
-	c := mustNew(t, f.fn)
+	c := mustNew(t, f.fn, Options{})
 	o := &obj{}
 	lctx, cancel := context.WithCancel(context.Background())
 	leader := make(chan error)
@@ -400,7 +410,8 @@ func TestPanicReleasesWaiters(t *testing.T) {
 	c := mustNew(t, func(ctx context.Context, o *obj, a int) (int, error) {
 		f.fn(ctx, o, a)
 		panic("fn failed")
-	})
+	}, Options{})
+
 	o := &obj{}
 	panicked := make(chan any)
 	go func() {
@@ -422,7 +433,7 @@ func TestPanicReleasesWaiters(t *testing.T) {
 
 // JAX testEvictWeakref: Evict drops exactly that object's entries.
 func TestEvict(t *testing.T) {
-	c := mustNew(t, func(_ context.Context, o *obj, a int) (int, error) { return o.id*100 + a, nil }, WithMaxSize(0))
+	c := mustNew(t, func(_ context.Context, o *obj, a int) (int, error) { return o.id*100 + a, nil }, Options{MaxSize: Unbounded})
 	ctx := context.Background()
 	const n = 100
 	objs := newObjs(n)
@@ -464,7 +475,7 @@ func TestStress(t *testing.T) {
 			x int
 			_ [3]int64 // padding past the 16-byte tiny allocator: each key dies alone
 		}
-		c := mustNew(t, func(_ context.Context, k *weakKey, y int) ([2]int, error) { return [2]int{k.x, y}, nil }, WithMaxSize(50))
+		c := mustNew(t, func(_ context.Context, k *weakKey, y int) ([2]int, error) { return [2]int{k.x, y}, nil }, Options{MaxSize: 50})
 		keys := make([]*weakKey, 10)
 		for i := range keys {
 			keys[i] = &weakKey{x: i}
@@ -508,7 +519,7 @@ func TestStress(t *testing.T) {
 // objects race with Info, and many entries for one object.
 func TestConcurrentInsertAndInfo(t *testing.T) {
 	withProcs(t, func(t *testing.T) {
-		c := mustNew(t, func(_ context.Context, _ *obj, y int) (int, error) { return y, nil })
+		c := mustNew(t, func(_ context.Context, _ *obj, y int) (int, error) { return y, nil }, Options{})
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for range 4 {
@@ -544,8 +555,8 @@ func TestReadViewAfterRemoval(t *testing.T) {
 	for _, shards := range []int{1, 4} {
 		t.Run(fmt.Sprint("shards=", shards), func(t *testing.T) {
 			calls := 0
-			c := mustNew(t, func(_ context.Context, _ *obj, a int) (int, error) { calls++; return calls, nil },
-				WithMaxSize(2), WithShards(shards))
+			c := mustNew(t, func(_ context.Context, _ *obj, a int) (int, error) { calls++; return calls, nil }, Options{MaxSize: 2, Shards: shards})
+
 			ctx := context.Background()
 			o := &obj{}
 			get := func(a, want int) {

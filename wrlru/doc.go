@@ -3,7 +3,7 @@
 //
 //	c, err := wrlru.New(func(ctx context.Context, f *Func, sig Signature) (*Compiled, error) {
 //		return compile(ctx, f, sig)
-//	})
+//	}, wrlru.Options{})
 //	exe, err := c.Get(ctx, f, sig)
 //
 // The cache never keeps its key objects alive: it stores their address and a
@@ -15,11 +15,11 @@
 //
 // Behaviour:
 //
-//   - LRU bound over all entries (DefaultMaxSize, WithMaxSize; 0 unbounded),
-//     exact at every instant even though the cache is sharded: inserts
-//     reserve a slot in one atomic count before they land.
-//   - With one shard and its own bound (WithShards(1), and the default for
-//     bounds under 128) eviction is exact LRU. Otherwise recency counts in
+//   - LRU bound over all entries (Options.MaxSize: DefaultMaxSize when 0,
+//     none when Unbounded), exact at every instant even though the cache is
+//     sharded: inserts reserve a slot in one atomic count before they land.
+//   - With one shard and its own bound (Options{Shards: 1}, and the default
+//     for bounds under 128) eviction is exact LRU. Otherwise recency counts in
 //     inserts (entries used since the same insert tie) and the victim is
 //     the oldest of a few sampled shards' oldest entries (see Budget).
 //   - Concurrent misses of one key call fn once; the others wait and may give

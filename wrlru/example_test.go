@@ -24,7 +24,7 @@ func Example() {
 	cache, err := wrlru.New(func(ctx context.Context, f *Function, sig Signature) (string, error) {
 		compiles++
 		return fmt.Sprintf("%s[%s %s]", f.Name, sig.DType, sig.Shape), nil
-	}, wrlru.WithMaxSize(128))
+	}, wrlru.Options{MaxSize: 128})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -62,10 +62,10 @@ func ExampleBudget() {
 	}
 	traces, _ := wrlru.New(func(_ context.Context, f *Function, n int) (string, error) {
 		return fmt.Sprint("trace ", f.Name, n), nil
-	}, wrlru.WithBudget(budget))
+	}, wrlru.Options{Budget: budget})
 	sizes, _ := wrlru.New(func(_ context.Context, f *Function, _ struct{}) (int, error) {
 		return len(f.Body), nil
-	}, wrlru.WithBudget(budget))
+	}, wrlru.Options{Budget: budget})
 
 	ctx := context.Background()
 	f := &Function{Name: "conv", Body: "conv2d(x, w)"}
@@ -93,7 +93,7 @@ func ExampleCache_Get_recursive() {
 	cache, _ = wrlru.New(func(ctx context.Context, f *Function, n int) (int, error) {
 		// Asking for its own key through ctx fails instead of deadlocking.
 		return cache.Get(ctx, f, n)
-	})
+	}, wrlru.Options{})
 	_, err := cache.Get(context.Background(), &Function{Name: "loop"}, 1)
 	fmt.Println(err)
 	// Output: wrlru: recursive call: the computation asked for its own key

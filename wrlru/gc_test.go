@@ -10,7 +10,7 @@ import (
 // JAX testGCKeys: drop half the objects; their entries go, the others stay.
 func TestGCKeys(t *testing.T) {
 	calls := 0
-	c := mustNew(t, func(_ context.Context, o *obj, a int) (int, error) { calls++; return o.id + a, nil })
+	c := mustNew(t, func(_ context.Context, o *obj, a int) (int, error) { calls++; return o.id + a, nil }, Options{})
 	ctx := context.Background()
 	objs := newObjs(10)
 	for i, o := range objs {
@@ -41,7 +41,7 @@ type bigValue struct{ _ [64]byte }
 // Values are released when their object dies, and every entry of an object
 // with many goes with it.
 func TestValuesReleasedWithObject(t *testing.T) {
-	c := mustNew(t, func(_ context.Context, _ *obj, a int) (*bigValue, error) { return &bigValue{}, nil }, WithMaxSize(0))
+	c := mustNew(t, func(_ context.Context, _ *obj, a int) (*bigValue, error) { return &bigValue{}, nil }, Options{MaxSize: Unbounded})
 	ctx := context.Background()
 	o := &obj{}
 	const n = 1000
@@ -80,9 +80,9 @@ func TestDroppedCacheCollected(t *testing.T) {
 	ctx := context.Background()
 	objs := newObjs(20)
 	fn := func(_ context.Context, o *obj, a int) (int, error) { return o.id + a, nil }
-	dropped := mustNew(t, fn)
+	dropped := mustNew(t, fn, Options{})
 	// witness shares the objects: its entries going shows their cleanups ran.
-	witness := mustNew(t, fn)
+	witness := mustNew(t, fn, Options{})
 	for _, o := range objs {
 		dropped.Get(ctx, o, 1)
 		witness.Get(ctx, o, 1)
@@ -107,7 +107,7 @@ func TestNoLeak(t *testing.T) {
 	// slack covers allocator and runtime noise; the workload peaks at tens
 	// of MiB, so a leak of its entries would exceed it many times over.
 	const slack = 2 << 20
-	c := mustNew(t, func(_ context.Context, o *obj, a int) (int, error) { return o.id + a, nil }, WithMaxSize(0))
+	c := mustNew(t, func(_ context.Context, o *obj, a int) (int, error) { return o.id + a, nil }, Options{MaxSize: Unbounded})
 	ctx := context.Background()
 	heap := func() uint64 {
 		runtime.GC()
@@ -149,7 +149,7 @@ func TestNoLeak(t *testing.T) {
 // An address reused by a new object after the old one died (before or after
 // its cleanup) never answers with the old object's value.
 func TestAddressReuse(t *testing.T) {
-	c := mustNew(t, func(_ context.Context, o *obj, a int) (int, error) { return o.id, nil }, WithMaxSize(0))
+	c := mustNew(t, func(_ context.Context, o *obj, a int) (int, error) { return o.id, nil }, Options{MaxSize: Unbounded})
 	ctx := context.Background()
 	seen := map[uintptr]int{}
 	reused := 0
@@ -179,7 +179,8 @@ func TestCleanupDoesNotWaitForComputation(t *testing.T) {
 			return f.fn(ctx, o, a)
 		}
 		return a, nil
-	}, WithShards(1))
+	}, Options{Shards: 1})
+
 	ctx := context.Background()
 	busy := &obj{id: 1}
 	done := make(chan error)

@@ -74,7 +74,8 @@ func TestUnhashableKeyReleasesLock(t *testing.T) {
 		t.Run(fmt.Sprint("shards=", shards), func(t *testing.T) {
 			c := mustNew(t, func(_ context.Context, o *obj, k ukey) (int, error) {
 				return o.id*100 + k.X.(int), nil
-			}, WithShards(shards))
+			}, Options{Shards: shards})
+
 			ctx := context.Background()
 			o := &obj{id: 3}
 			bad := ukey{[]int{1}}
@@ -148,7 +149,8 @@ func TestCallerContextPanicReleasesComputation(t *testing.T) {
 	c := mustNew(t, func(context.Context, *obj, int) (int, error) {
 		armed = true
 		return 0, boom
-	})
+	}, Options{})
+
 	o := &obj{}
 	p := within(t, "Get with a panicking context", func() {
 		c.Get(panicCtx{context.Background(), &armed}, o, 1)
@@ -172,7 +174,7 @@ func TestCallerContextPanicReleasesComputation(t *testing.T) {
 // no entry that nothing can remove and no computation in flight.
 func TestSelfUnequalKeyNotCached(t *testing.T) {
 	calls := 0
-	c := mustNew(t, func(_ context.Context, _ *obj, x float64) (int, error) { calls++; return calls, nil }, WithShards(1))
+	c := mustNew(t, func(_ context.Context, _ *obj, x float64) (int, error) { calls++; return calls, nil }, Options{Shards: 1})
 	ctx := context.Background()
 	o := &obj{}
 	for i := 1; i <= 3; i++ {
@@ -212,7 +214,8 @@ func TestPanickingFnLeavesNoComputation(t *testing.T) {
 			panic("fn failed")
 		}
 		return v, err
-	})
+	}, Options{})
+
 	o := &obj{}
 	ctx := context.Background()
 	leader := make(chan any)
@@ -252,7 +255,7 @@ func TestEvictAndClearDuringComputation(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := newBlockingFn()
-			c := mustNew(t, f.fn, WithBudget(b))
+			c := mustNew(t, f.fn, Options{Budget: b})
 			ctx := context.Background()
 			o := &obj{}
 			type result struct {
@@ -305,7 +308,7 @@ func TestEvictAndClearDuringComputation(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := newBlockingFn()
-			c := mustNew(t, f.fn, WithBudget(b))
+			c := mustNew(t, f.fn, Options{Budget: b})
 			o := &obj{}
 			done := make(chan int)
 			go func() { v, _ := c.Get(context.Background(), o, 4); done <- v }()
@@ -341,17 +344,18 @@ func TestStressPanicsEvictClear(t *testing.T) {
 		}
 		c := mustNew(t, func(_ context.Context, o *obj, k ukey) (int, error) {
 			switch x := k.X.(type) {
-			case string: // "panic"
+			case string:
 				runtime.Gosched()
 				panic(x)
 			case int:
 				if x%3 == 0 {
-					runtime.Gosched() // widen the window for Evict and Clear
+					runtime.Gosched()
 				}
 				return o.id*100 + x, nil
 			}
 			return 0, fmt.Errorf("unexpected argument %v", k.X)
-		}, WithBudget(b), WithShards(4))
+		}, Options{Budget: b, Shards: 4})
+
 		objs := newObjs(6)
 		const goroutines, ops = 8, 2000
 		var wg sync.WaitGroup

@@ -77,7 +77,11 @@ func FuzzModel(f *testing.F) {
 		if len(ops) == 0 {
 			return
 		}
-		max := int(ops[0] % 9)
+		max := int(ops[0] % 9) // the model's bound; 0 is unbounded
+		size := max
+		if max == 0 {
+			size = Unbounded
+		}
 		objs := newObjs(4)
 		calls := 0
 		c, err := New(func(_ context.Context, o *obj, a int) (string, error) {
@@ -86,7 +90,7 @@ func FuzzModel(f *testing.F) {
 				return "", errModel
 			}
 			return fmt.Sprint(o.id, "/", a), nil
-		}, WithMaxSize(max), WithShards(1))
+		}, Options{MaxSize: size, Shards: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

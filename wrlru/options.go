@@ -2,46 +2,56 @@ package wrlru
 
 import "fmt"
 
-// Option configures New. Options are plain functions over New's private
-// configuration; one Option value may be passed to many New calls.
-type Option func(*config)
+// Unbounded, as Options.MaxSize, lets a cache grow without bound (JAX's
+// maxsize=None): its entries go only when their object is collected, or
+// by Evict and Clear.
+const Unbounded = -1
 
-type config struct {
-	maxSize    int
-	maxSizeSet bool
-	shards     int
-	budget     *Budget
-	budgetSet  bool
+// Options configure New. The zero value is the default: a private bound of
+// DefaultMaxSize entries over a shard count chosen from GOMAXPROCS and the
+// bound. A value out of range is an error from New wrapping
+// ErrInvalidOption that names the field, the value and what is valid.
+type Options struct {
+	// MaxSize bounds the cache to this many entries over all its objects.
+	// 0 means DefaultMaxSize (2048, JAX's default); Unbounded (-1) means no
+	// bound. Other negative values are an error, and so is a MaxSize other
+	// than 0 together with Budget (the budget's size is then the bound).
+	MaxSize int
+	// Shards is the number of shards, 1 to MaxShards, rounded up to a
+	// power of two. 0 means 4 per GOMAXPROCS, but no more than one per 64
+	// entries of the bound (so bounds under 128 get one shard). One shard
+	// with the cache's own bound (no Budget) makes eviction exact LRU, at
+	// the price of one shared atomic add per hit; more shards make hits
+	// write nothing shared and recency approximate (see Budget).
+	Shards int
+	// Budget, when not nil, makes the cache share the budget's bound with
+	// the other caches built with it, instead of having its own. nil means
+	// a private bound of MaxSize entries.
+	Budget *Budget
 }
 
-// WithMaxSize bounds the cache to n entries over all objects; 0 means
-// unbounded (as in JAX). The default is DefaultMaxSize.
-func WithMaxSize(n int) Option {
-	return func(c *config) { c.maxSize = n; c.maxSizeSet = true }
-}
-
-// WithShards sets the number of shards, 1 to MaxShards, rounded up to a
-// power of two. One shard with the cache's own bound (no WithBudget) makes
-// eviction exact LRU, at the price of one shared atomic add per hit; more
-// shards make hits write nothing shared and recency approximate (see
-// Budget). The default is shardsPerProc per GOMAXPROCS, but no more than
-// one per minEntriesPerShard entries of the bound.
-func WithShards(n int) Option {
-	return func(c *config) { c.shards = n }
-}
-
-func (c *config) validate() error {
-	if c.maxSize < 0 {
-		return fmt.Errorf("%w: max size %d: want 0 (unbounded) or more", ErrInvalidOption, c.maxSize)
+// validate reports the first field of o out of range.
+func (o Options) validate() error {
+	if o.MaxSize < Unbounded {
+		return fmt.Errorf("%w: Options.MaxSize %d: want 0 (DefaultMaxSize), a positive bound, or Unbounded (-1)", ErrInvalidOption, o.MaxSize)
 	}
-	if c.shards < 0 || c.shards > MaxShards {
-		return fmt.Errorf("%w: %d shards: want 1 to %d (0 for the default)", ErrInvalidOption, c.shards, MaxShards)
+	if o.Shards < 0 || o.Shards > MaxShards {
+		return fmt.Errorf("%w: Options.Shards %d: want 1 to %d, or 0 for the default", ErrInvalidOption, o.Shards, MaxShards)
 	}
-	if c.budgetSet && c.budget == nil {
-		return fmt.Errorf("%w: nil budget: pass a *Budget from NewBudget", ErrInvalidOption)
-	}
-	if c.budgetSet && c.maxSizeSet {
-		return fmt.Errorf("%w: both WithMaxSize and WithBudget: the budget's size is the bound, pass one", ErrInvalidOption)
+	if o.Budget != nil && o.MaxSize != 0 {
+		return fmt.Errorf("%w: Options.MaxSize %d with Options.Budget: the budget's size is the bound; leave MaxSize 0", ErrInvalidOption, o.MaxSize)
 	}
 	return nil
+}
+
+// bound returns the entries a private budget holds for o; 0 means
+// unbounded, as in NewBudget.
+func (o Options) bound() int64 {
+	switch o.MaxSize {
+	case 0:
+		return DefaultMaxSize
+	case Unbounded:
+		return 0
+	}
+	return int64(o.MaxSize)
 }

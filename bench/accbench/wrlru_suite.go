@@ -28,7 +28,7 @@ func wrlruSuite() Suite {
 			for i := range objs {
 				objs[i] = &keyObj{id: [8]int64{int64(i)}}
 			}
-			c, err := wrlru.New(func(ctx context.Context, o *keyObj, a int) (int, error) { return int(o.id[0]) + a, nil })
+			c, err := wrlru.New(func(ctx context.Context, o *keyObj, a int) (int, error) { return int(o.id[0]) + a, nil }, wrlru.Options{})
 			if err != nil {
 				return out, err
 			}
