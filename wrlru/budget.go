@@ -204,7 +204,7 @@ func (c *Cache[T, A, V]) peek(i int) (uint64, bool) {
 	s := c.shards[i]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.victim(); e != nil {
+	if e := s.victimLocked(); e != nil {
 		return e.stamp.Load(), true
 	}
 	return 0, false
@@ -213,10 +213,10 @@ func (c *Cache[T, A, V]) peek(i int) (uint64, bool) {
 func (c *Cache[T, A, V]) evict(i int) bool {
 	s := c.shards[i]
 	s.mu.Lock()
-	e := s.victim()
+	e := s.victimLocked()
 	if e != nil {
-		s.remove(e)
-		s.settle()
+		s.removeLocked(e)
+		s.settleLocked()
 	}
 	s.mu.Unlock()
 	if e == nil {

@@ -238,7 +238,7 @@ func (c *Cache[T, A, V]) Get(ctx context.Context, obj *T, args A) (V, error) {
 		if s.readMisses.Add(1) > rebuildAt {
 			s.mu.Lock()
 			if s.readMisses.Load() > int64(len(s.m)/2) {
-				s.publish()
+				s.publishLocked()
 			}
 			s.mu.Unlock()
 		}
@@ -442,12 +442,12 @@ func (c *Cache[T, A, V]) finish(s *shard[T, A, V], k key[A], obj *T, cl *call[V]
 		if old := s.m[k]; old != nil {
 			// The entry of a collected object whose address obj now has;
 			// its cleanup has not run yet.
-			s.remove(old)
+			s.removeLocked(old)
 			freed++
 		}
-		rec, dropped := s.recFor(c, obj)
+		rec, dropped := s.recForLocked(c, obj)
 		freed += dropped
-		s.insert(c, k, rec, v)
+		s.insertLocked(c, k, rec, v)
 	}
 	s.mu.Unlock()
 	c.release(freed)
@@ -490,8 +490,8 @@ func (c *Cache[T, A, V]) Evict(obj *T) error {
 	rec := s.objs[addr]
 	n := 0
 	if rec != nil && rec.wp.Value() == obj {
-		n = s.dropRec(rec)
-		s.settle()
+		n = s.dropRecLocked(rec)
+		s.settleLocked()
 	} else {
 		rec = nil
 	}
@@ -525,7 +525,7 @@ func (c *Cache[T, A, V]) Clear() {
 			}
 			rec.dead = true
 		}
-		s.reset()
+		s.resetLocked()
 		s.misses = 0
 		s.mu.Unlock()
 		c.release(n)
@@ -610,8 +610,8 @@ func objectDied[T any, A comparable, V any](a cleanupArg[T, A, V]) {
 	}
 	s := c.shardFor(a.rec.addr)
 	s.mu.Lock()
-	n := s.dropRec(a.rec)
-	s.settle()
+	n := s.dropRecLocked(a.rec)
+	s.settleLocked()
 	s.mu.Unlock()
 	c.release(n)
 }
