@@ -22,12 +22,17 @@ type Driver interface {
 	DeviceCount() int
 	// Device returns the device with the given ordinal, in [0, DeviceCount).
 	Device(ordinal int) (Device, error)
-	// Close releases the backend; later calls on it and its devices fail
-	// with ErrClosed.
+	// Close releases the backend; later calls on it and its devices,
+	// streams and events fail with ErrClosed. Close is idempotent: a
+	// second call returns nil and does nothing.
 	Close() error
 }
 
 // Device is one accelerator. Implementations are safe for concurrent use.
+//
+// A nil Stream argument means the device's default stream, everywhere (the
+// copies, Memset, Event.Record, Peer.CopyPeer), as NULL does in CUDA;
+// StreamOr resolves it.
 //
 // The asynchronous copies are ordered on their stream and read or write host
 // memory when the stream reaches them, so their host slices must lie inside a
@@ -69,6 +74,16 @@ type Device interface {
 	Synchronize() error
 }
 
+// StreamOr returns s, or dev's default stream when s is nil: the nil-stream
+// rule of Device, for code that needs the stream itself (to record an
+// event on it, or to compare it with another).
+func StreamOr(dev Device, s Stream) Stream {
+	if s == nil {
+		return dev.DefaultStream()
+	}
+	return s
+}
+
 // Stream is an ordered queue of device work. A failure of queued work is
 // sticky: every later Query and Synchronize returns it.
 type Stream interface {
@@ -90,8 +105,9 @@ type Stream interface {
 // Event marks a position in a stream's work.
 type Event interface {
 	Device() Device
-	// Record captures the work queued on s so far; Query and Synchronize
-	// then refer to that work. Recording again moves the mark.
+	// Record captures the work queued on s so far (nil: the default
+	// stream); Query and Synchronize then refer to that work. Recording
+	// again moves the mark.
 	Record(s Stream) error
 	// Query reports whether the recorded work has finished. An event never
 	// recorded is done. err is the sticky error of the recorded stream when
@@ -156,7 +172,7 @@ type Peer interface {
 	// EnablePeerAccess lets this device access the peer's memory.
 	EnablePeerAccess(peer Device) error
 	// CopyPeer copies n bytes from src on srcDev to dst on this device,
-	// ordered on s (a stream of this device).
+	// ordered on s (a stream of this device; nil is its default stream).
 	CopyPeer(dst Ptr, src Ptr, srcDev Device, n uint64, s Stream) error
 }
 
@@ -175,7 +191,8 @@ type PropertiesDevice interface {
 	Properties() (Properties, error)
 }
 
-// AsVMM returns d's VMM capability, if it offers one.
+// AsVMM returns d's VMM capability, if it offers one. A backend offers it
+// through Compose.
 func AsVMM(d Device) (VMM, bool) { v, ok := d.(VMM); return v, ok }
 
 // AsPeer returns d's peer capability, if it offers one.

@@ -1,0 +1,107 @@
+package driver
+
+import (
+	"fmt"
+	"testing"
+)
+
+// allCaps is a device type that implements every capability itself, as
+// sim's *Device does; its methods answer with its own fields, so a test
+// sees which value a call reached. Calls it does not answer panic.
+type allCaps struct {
+	Device // nil: Device methods other than those below panic
+	name   string
+	gran   uint64
+}
+
+func (d *allCaps) Name() string                       { return d.name }
+func (d *allCaps) Ordinal() int                       { return 7 }
+func (d *allCaps) Granularity() uint64                { return d.gran }
+func (d *allCaps) Properties() (Properties, error)    { return Properties{Name: d.name}, nil }
+func (d *allCaps) CanAccessPeer(Device) (bool, error) { return true, nil }
+func (d *allCaps) AddressReserve(uint64, uint64) (Ptr, error) {
+	return 0, fmt.Errorf("%s: AddressReserve: %w", d.name, ErrNotSupported)
+}
+func (d *allCaps) AddressFree(Ptr, uint64) error                   { return nil }
+func (d *allCaps) MemCreate(uint64) (MemHandle, error)             { return 0, nil }
+func (d *allCaps) MemRelease(MemHandle) error                      { return nil }
+func (d *allCaps) MemMap(Ptr, uint64, uint64, MemHandle) error     { return nil }
+func (d *allCaps) MemUnmap(Ptr, uint64) error                      { return nil }
+func (d *allCaps) SetAccess(Ptr, uint64) error                     { return nil }
+func (d *allCaps) EnablePeerAccess(Device) error                   { return nil }
+func (d *allCaps) CopyPeer(Ptr, Ptr, Device, uint64, Stream) error { return nil }
+
+// plainDev implements Device only.
+type plainDev struct{ Device }
+
+func (plainDev) Name() string { return "plain" }
+
+// vmmOnly is a capability implementation separate from the device, as
+// cuda's vmmOps is.
+type vmmOnly struct{ *allCaps }
+
+func TestCompose(t *testing.T) {
+	for mask := range 8 {
+		wantV, wantP, wantR := mask&1 != 0, mask&2 != 0, mask&4 != 0
+		t.Run(fmt.Sprintf("vmm=%v,peer=%v,props=%v", wantV, wantP, wantR), func(t *testing.T) {
+			base := &allCaps{name: "base", gran: 4096}
+			caps := Capabilities{}
+			if wantV {
+				caps.VMM = vmmOnly{&allCaps{name: "vmm", gran: 1 << 21}}
+			}
+			if wantP {
+				caps.Peer = base
+			}
+			if wantR {
+				caps.Properties = base
+			}
+			dev := Compose(base, caps)
+			v, hasV := AsVMM(dev)
+			_, hasP := AsPeer(dev)
+			_, hasR := dev.(PropertiesDevice)
+			if hasV != wantV || hasP != wantP || hasR != wantR {
+				t.Fatalf("Compose offers VMM=%v Peer=%v Properties=%v; want %v %v %v", hasV, hasP, hasR, wantV, wantP, wantR)
+			}
+			if dev.Name() != "base" || dev.Ordinal() != 7 {
+				t.Errorf("Device methods reach %q/%d; want the base's base/7", dev.Name(), dev.Ordinal())
+			}
+			if hasV && v.Granularity() != 1<<21 {
+				t.Errorf("VMM calls reach granularity %d; want the VMM value's %d", v.Granularity(), 1<<21)
+			}
+			if Unwrap(dev) != Device(base) {
+				t.Errorf("Unwrap(Compose(base)) = %v; want base", Unwrap(dev))
+			}
+			if again := Compose(base, caps); again == dev {
+				t.Error("two Compose calls returned one value; each call must build its own")
+			}
+		})
+	}
+}
+
+// TestComposeReturnsBase checks the no-wrapper case: a base that offers
+// exactly the capabilities asked, each by itself, is handed out as is.
+func TestComposeReturnsBase(t *testing.T) {
+	base := &allCaps{name: "base"}
+	dev := Compose(base, Capabilities{VMM: base, Peer: base, Properties: base})
+	if dev != Device(base) {
+		t.Errorf("Compose of a base offering exactly its caps = %T; want the base itself", dev)
+	}
+	if Unwrap(dev) != nil {
+		t.Error("Unwrap of a device that is no wrapper is not nil")
+	}
+	p := plainDev{}
+	if dev := Compose(p, Capabilities{}); dev != Device(p) {
+		t.Errorf("Compose of a plain device without caps = %T; want the device itself", dev)
+	}
+	// The same caps provided by another value need the wrapper.
+	other := &allCaps{name: "other"}
+	if dev := Compose(base, Capabilities{VMM: other, Peer: base, Properties: base}); dev == Device(base) {
+		t.Error("Compose returned base although its VMM is another value")
+	}
+}
+
+func TestUnwrapNil(t *testing.T) {
+	if Unwrap(nil) != nil || Unwrap(plainDev{}) != nil {
+		t.Error("Unwrap of nil or of a plain device is not nil")
+	}
+}
