@@ -6,11 +6,10 @@ import (
 	"github.com/accelkit/accelkit/driver"
 )
 
-// pinned checks that host range [p, p+n) lies inside a live HostBuffer.
-func (d *Device) pinned(op string, p, n uint64) error {
+// pinned checks that host, at [p, p+n), lies inside a live HostBuffer.
+func (d *Device) pinned(op string, host []byte, p, n uint64) error {
 	if err := d.host.check("host", p, n); err != nil {
-		return fmt.Errorf("sim device %d: %s: host slice [%#x, %#x) is not inside a live HostBuffer of this device: %w",
-			d.ordinal, op, p, p+n, driver.ErrNotPinned)
+		return driver.NotPinnedError(d.who, op, host)
 	}
 	return nil
 }
@@ -72,7 +71,7 @@ func (d *Device) hostCopy(op string, host []byte, dev driver.Ptr, toDev bool, s 
 	if n == 0 {
 		return nil
 	}
-	if err := d.pinned(op, hp, n); err != nil {
+	if err := d.pinned(op, host, hp, n); err != nil {
 		return err
 	}
 	what := "source"

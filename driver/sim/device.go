@@ -24,7 +24,8 @@ const (
 // driver.PropertiesDevice, driver.VMM and driver.Peer, and carries the test
 // hooks (Gate, FailNthMalloc, SetFaultRate, FailStream, LoseDevice, Stats).
 // The driver.Device that Driver.Device returns offers VMM and Peer only when
-// configured; Hooks recovers the *Device from it. Safe for concurrent use.
+// configured (driver.Compose); Hooks recovers the *Device from it. Safe for
+// concurrent use.
 //
 // Locking: mu guards used, streams, nextStream, handles, nextHandle,
 // peersOn and the fault-injection state. Lock order: mu before a table's mu;
@@ -33,8 +34,9 @@ const (
 type Device struct {
 	drv     *Driver
 	ordinal int
+	who     string // "sim device N", the start of the device's errors
 	cfg     Config
-	public  driver.Device // what Driver.Device hands out: d or a wrapper
+	public  driver.Device // what Driver.Device hands out: driver.Compose of d
 	state   atomic.Int32
 	stats   counters
 
@@ -63,6 +65,7 @@ func newDevice(drv *Driver, ordinal int) *Device {
 	d := &Device{
 		drv:     drv,
 		ordinal: ordinal,
+		who:     "sim device " + strconv.Itoa(ordinal),
 		cfg:     drv.cfg,
 		mem:     newTable(),
 		host:    newTable(),
@@ -71,57 +74,33 @@ func newDevice(drv *Driver, ordinal int) *Device {
 		peersOn: map[int]bool{},
 		abortC:  make(chan struct{}),
 	}
-	switch {
-	case d.cfg.VMM && d.cfg.Peer:
-		d.public = d
-	case d.cfg.VMM:
-		d.public = vmmDevice{d, d}
-	case d.cfg.Peer:
-		d.public = peerDevice{d, d}
-	default:
-		d.public = plainDevice{d}
+	// *Device implements every capability; Compose hides those the Config
+	// leaves off, so type assertions for driver.VMM and driver.Peer fail
+	// as they would on hardware without them.
+	caps := driver.Capabilities{Properties: d}
+	if d.cfg.VMM {
+		caps.VMM = d
 	}
+	if d.cfg.Peer {
+		caps.Peer = d
+	}
+	d.public = driver.Compose(d, caps)
 	d.defStream = newStream(d, 0)
 	d.streams[0] = d.defStream
 	d.nextStream = 1
 	return d
 }
 
-// core is the part of *Device every handed-out device value offers.
-type core interface {
-	driver.Device
-	driver.PropertiesDevice
-	// The fault hooks drivertest.Faults finds by type assertion.
-	FailStream(s driver.Stream)
-	LoseDevice()
-	simDevice() *Device
-}
-
-// The wrappers hide the capabilities a Config leaves off, so type
-// assertions for driver.VMM and driver.Peer fail as they would on hardware
-// without them.
-type (
-	plainDevice struct{ core }
-	vmmDevice   struct {
-		core
-		driver.VMM
-	}
-	peerDevice struct {
-		core
-		driver.Peer
-	}
-)
-
-func (d *Device) simDevice() *Device { return d }
-
 // Hooks returns the *Device behind a device from a sim Driver, or nil when
 // dev is not a sim device.
 func Hooks(dev driver.Device) *Device {
-	c, ok := dev.(interface{ simDevice() *Device })
-	if !ok {
-		return nil
+	for dev != nil {
+		if d, ok := dev.(*Device); ok {
+			return d
+		}
+		dev = driver.Unwrap(dev)
 	}
-	return c.simDevice()
+	return nil
 }
 
 func (d *Device) live() bool { return d.state.Load() == stateLive }
@@ -130,7 +109,7 @@ func (d *Device) live() bool { return d.state.Load() == stateLive }
 func (d *Device) check(op string) error {
 	switch d.state.Load() {
 	case stateClosed:
-		return fmt.Errorf("sim device %d: %s: driver %w", d.ordinal, op, driver.ErrClosed)
+		return driver.ClosedError(d.who, op)
 	case stateLost:
 		return fmt.Errorf("sim device %d: %s: %w (LoseDevice)", d.ordinal, op, driver.ErrDeviceLost)
 	}
@@ -192,17 +171,15 @@ func (d *Device) forget(s *stream) {
 	d.mu.Unlock()
 }
 
-// stream resolves s to a live stream of d; nil means the default stream.
+// stream resolves s to a live stream of d; nil means the default stream
+// (driver.StreamOr).
 func (d *Device) stream(s driver.Stream, op string) (*stream, error) {
 	if err := d.check(op); err != nil {
 		return nil, err
 	}
-	if s == nil {
-		return d.defStream, nil
-	}
-	st, ok := s.(*stream)
+	st, ok := driver.StreamOr(d.public, s).(*stream)
 	if !ok || st == nil || st.dev != d {
-		return nil, fmt.Errorf("sim device %d: %s: stream %T is not a stream of this device: %w", d.ordinal, op, s, driver.ErrInvalidValue)
+		return nil, driver.ForeignStreamError(d.who, op, s)
 	}
 	st.mu.Lock()
 	err := st.usableLocked(op)
@@ -292,7 +269,7 @@ func (d *Device) Malloc(size uint64) (driver.Ptr, error) {
 		return 0, fmt.Errorf("sim device %d: Malloc: %w", d.ordinal, err)
 	}
 	d.mem.mu.Lock()
-	ok := d.mem.insert(&region{base: p, size: size, mapped: n, kind: kindAlloc})
+	ok := d.mem.insertLocked(&region{base: p, size: size, mapped: n, kind: kindAlloc})
 	d.mem.mu.Unlock()
 	if !ok { // Close ran meanwhile: undo the mapping, reporting a failed munmap too
 		return 0, errors.Join(d.check("Malloc"), unmap(p, n))
@@ -317,11 +294,11 @@ func (d *Device) Free(p driver.Ptr) error {
 		return nil
 	}
 	d.mem.mu.Lock()
-	r := d.mem.find(uint64(p))
+	r := d.mem.findLocked(uint64(p))
 	switch {
 	case r == nil:
 		d.mem.mu.Unlock()
-		return fmt.Errorf("sim device %d: Free(%v): not a live allocation (never allocated here, or already freed): %w", d.ordinal, p, driver.ErrInvalidPointer)
+		return driver.UnknownPointerError(d.who, p)
 	case r.kind != kindAlloc:
 		d.mem.mu.Unlock()
 		return fmt.Errorf("sim device %d: Free(%v): address is in a VMM reservation [%#x, %#x); release it with AddressFree: %w",
@@ -331,7 +308,7 @@ func (d *Device) Free(p driver.Ptr) error {
 		return fmt.Errorf("sim device %d: Free(%v): address is inside allocation [%#x, %#x), not its start: %w",
 			d.ordinal, p, r.base, r.end(), driver.ErrInvalidPointer)
 	}
-	d.mem.remove(r)
+	d.mem.removeLocked(r)
 	d.mem.mu.Unlock()
 	err := unmap(r.base, r.mapped)
 	d.refund(r.mapped)
@@ -346,8 +323,8 @@ func (d *Device) HostAlloc(size int) (*driver.HostBuffer, error) {
 	if err := d.check("HostAlloc"); err != nil {
 		return nil, err
 	}
-	if size < 0 {
-		return nil, fmt.Errorf("sim device %d: HostAlloc(%d): size must be >= 0: %w", d.ordinal, size, driver.ErrInvalidValue)
+	if err := driver.CheckHostAlloc(d.who, size); err != nil {
+		return nil, err
 	}
 	if size == 0 {
 		return driver.NewHostBuffer(d.public, []byte{}, &region{kind: kindHost}), nil
@@ -367,7 +344,7 @@ func (d *Device) HostAlloc(size int) (*driver.HostBuffer, error) {
 	r := &region{base: p, size: uint64(size), mapped: n, kind: kindHost}
 	r.buf = driver.NewHostBuffer(d.public, bytesAt(p, uint64(size)), r)
 	d.host.mu.Lock()
-	ok := d.host.insert(r)
+	ok := d.host.insertLocked(r)
 	d.host.mu.Unlock()
 	if !ok { // Close ran meanwhile: undo the mapping, reporting a failed munmap too
 		return nil, errors.Join(d.check("HostAlloc"), unmap(p, n))
@@ -382,27 +359,24 @@ func (d *Device) HostFree(b *driver.HostBuffer) error {
 	if err := d.check("HostFree"); err != nil {
 		return err
 	}
-	if b == nil {
-		return fmt.Errorf("sim device %d: HostFree(nil): %w", d.ordinal, driver.ErrInvalidValue)
-	}
-	r, ok := b.State().(*region)
-	if !ok || Hooks(b.Device()) != d {
-		return fmt.Errorf("sim device %d: HostFree: buffer was not allocated by this device's HostAlloc: %w", d.ordinal, driver.ErrInvalidPointer)
+	r, err := driver.HostBufferState[*region](d.who, d.public, b)
+	if err != nil {
+		return err
 	}
 	d.host.mu.Lock()
 	switch {
 	case r.dead:
 		d.host.mu.Unlock()
-		return fmt.Errorf("sim device %d: HostFree: buffer of %d bytes already freed: %w", d.ordinal, r.size, driver.ErrInvalidPointer)
+		return driver.HostFreedError(d.who, int(r.size))
 	case r.size == 0:
 		r.dead = true
 		d.host.mu.Unlock()
 		return nil
-	case d.host.find(r.base) != r:
+	case d.host.findLocked(r.base) != r:
 		d.host.mu.Unlock()
 		return fmt.Errorf("sim device %d: HostFree: buffer is not a live HostAlloc buffer of this device: %w", d.ordinal, driver.ErrInvalidPointer)
 	}
-	d.host.remove(r)
+	d.host.removeLocked(r)
 	d.host.mu.Unlock()
 	d.stats.hostFrees.Add(1)
 	return unmap(r.base, r.mapped)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 	"runtime"
+	"strconv"
 	"sync"
 
 	"github.com/accelkit/accelkit/driver"
@@ -48,13 +49,28 @@ func defaultConfig(vmm bool) Config {
 }
 
 func init() {
-	driver.Register("sim", func(dsn string) (driver.Driver, error) {
-		d, err := Open(dsn)
-		if err != nil {
-			return nil, err
-		}
-		return d, nil
+	driver.RegisterBackend(driver.Backend{
+		Name: "sim",
+		Open: func(dsn string) (driver.Driver, error) {
+			d, err := Open(dsn)
+			if err != nil {
+				return nil, err
+			}
+			return d, nil
+		},
+		Probe:      probe,
+		Preference: driver.PreferSimulated,
 	})
+}
+
+// probe is the sim's driver.Prober: a simulated device is always there, so
+// only a dsn Open would refuse stops it.
+func probe(dsn string) error {
+	cfg, err := parseConfig(dsn, vmmAvailable)
+	if err != nil {
+		return err
+	}
+	return cfg.check(vmmAvailable)
 }
 
 // Open opens a simulated driver configured by dsn, a comma-separated list of
@@ -67,9 +83,19 @@ func Open(dsn string) (*Driver, error) { return open(dsn, vmmAvailable) }
 
 // open is Open on a platform that can (vmmOK) or cannot offer VMM.
 func open(dsn string, vmmOK bool) (*Driver, error) {
-	d, err := driver.ParseDSN("sim", dsn, dsnKeys)
+	cfg, err := parseConfig(dsn, vmmOK)
 	if err != nil {
 		return nil, err
+	}
+	return newDriver(cfg, vmmOK)
+}
+
+// parseConfig reads dsn, defaults filled in for a platform that can
+// (vmmOK) or cannot offer VMM.
+func parseConfig(dsn string, vmmOK bool) (Config, error) {
+	d, err := driver.ParseDSN("sim", dsn, dsnKeys)
+	if err != nil {
+		return Config{}, err
 	}
 	def := defaultConfig(vmmOK)
 	cfg := Config{}
@@ -86,15 +112,15 @@ func open(dsn string, vmmOK bool) (*Driver, error) {
 	cfg.Peer, e = d.Bool("peer", def.Peer)
 	errs = append(errs, e)
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("sim dsn %q: %w", dsn, err)
+		return Config{}, fmt.Errorf("sim dsn %q: %w", dsn, err)
 	}
 	if _, ok := d["capacity"]; ok && cfg.Capacity == 0 {
-		return nil, fmt.Errorf("sim dsn %q: capacity must be at least 1 byte: %w", dsn, driver.ErrInvalidValue)
+		return Config{}, fmt.Errorf("sim dsn %q: capacity must be at least 1 byte: %w", dsn, driver.ErrInvalidValue)
 	}
 	if _, ok := d["granularity"]; ok && cfg.Granularity == 0 {
-		return nil, fmt.Errorf("sim dsn %q: granularity must be a power of two >= %d: %w", dsn, pageSize, driver.ErrInvalidValue)
+		return Config{}, fmt.Errorf("sim dsn %q: granularity must be a power of two >= %d: %w", dsn, pageSize, driver.ErrInvalidValue)
 	}
-	return newDriver(cfg, vmmOK)
+	return cfg, nil
 }
 
 // Driver is an opened simulated backend. It is safe for concurrent use.
@@ -115,6 +141,19 @@ func New(cfg Config) (*Driver, error) { return newDriver(cfg, vmmAvailable) }
 
 // newDriver is New on a platform that can (vmmOK) or cannot offer VMM.
 func newDriver(cfg Config, vmmOK bool) (*Driver, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.check(vmmOK); err != nil {
+		return nil, err
+	}
+	drv := &Driver{cfg: cfg}
+	for i := range cfg.Devices {
+		drv.devices = append(drv.devices, newDevice(drv, i))
+	}
+	return drv, nil
+}
+
+// withDefaults fills in the zero Devices, Capacity and Granularity.
+func (cfg Config) withDefaults() Config {
 	if cfg.Devices == 0 {
 		cfg.Devices = 1
 	}
@@ -124,20 +163,23 @@ func newDriver(cfg Config, vmmOK bool) (*Driver, error) {
 	if cfg.Granularity == 0 {
 		cfg.Granularity = DefaultGranularity
 	}
+	return cfg
+}
+
+// check validates cfg, defaults filled in, for a platform that can (vmmOK)
+// or cannot offer VMM.
+func (cfg Config) check(vmmOK bool) error {
+	cfg = cfg.withDefaults()
 	switch {
 	case cfg.Devices < 0 || cfg.Devices > maxDevices:
-		return nil, fmt.Errorf("sim: %d devices: want 1 to %d: %w", cfg.Devices, maxDevices, driver.ErrInvalidValue)
+		return fmt.Errorf("sim: %d devices: want 1 to %d: %w", cfg.Devices, maxDevices, driver.ErrInvalidValue)
 	case bits.OnesCount64(cfg.Granularity) != 1 || cfg.Granularity < pageSize:
-		return nil, fmt.Errorf("sim: granularity %d: want a power of two >= the page size %d: %w", cfg.Granularity, pageSize, driver.ErrInvalidValue)
+		return fmt.Errorf("sim: granularity %d: want a power of two >= the page size %d: %w", cfg.Granularity, pageSize, driver.ErrInvalidValue)
 	case cfg.VMM && !vmmOK:
-		return nil, fmt.Errorf("sim: vmm=true: the sim offers no VMM on %s (it maps shared memory at fixed addresses only on Linux, macOS and FreeBSD); use vmm=false: %w",
+		return fmt.Errorf("sim: vmm=true: the sim offers no VMM on %s (it maps shared memory at fixed addresses only on Linux, macOS and FreeBSD); use vmm=false: %w",
 			runtime.GOOS, driver.ErrNotSupported)
 	}
-	drv := &Driver{cfg: cfg}
-	for i := range cfg.Devices {
-		drv.devices = append(drv.devices, newDevice(drv, i))
-	}
-	return drv, nil
+	return nil
 }
 
 // Config returns the configuration the driver was opened with, defaults
@@ -158,10 +200,10 @@ func (drv *Driver) DeviceCount() int { return len(drv.devices) }
 // *Device.
 func (drv *Driver) Device(ordinal int) (driver.Device, error) {
 	if drv.isClosed() {
-		return nil, fmt.Errorf("sim: Device(%d): driver %w", ordinal, driver.ErrClosed)
+		return nil, driver.ClosedError("sim", "Device("+strconv.Itoa(ordinal)+")")
 	}
-	if ordinal < 0 || ordinal >= len(drv.devices) {
-		return nil, fmt.Errorf("sim: device ordinal %d out of range [0, %d): %w", ordinal, len(drv.devices), driver.ErrNoDevice)
+	if err := driver.CheckOrdinal("sim", ordinal, len(drv.devices)); err != nil {
+		return nil, err
 	}
 	return drv.devices[ordinal].public, nil
 }
@@ -175,12 +217,12 @@ func (drv *Driver) isClosed() bool {
 // Close stops every stream (queued work that has not run is dropped),
 // unmaps all device, host and VMM memory and makes every later call fail
 // with driver.ErrClosed. Slices from HostBuffer.Bytes must not be used after
-// Close. A second Close returns driver.ErrClosed.
+// Close. Close is idempotent: a second call returns nil and does nothing.
 func (drv *Driver) Close() error {
 	drv.mu.Lock()
 	if drv.closed {
 		drv.mu.Unlock()
-		return fmt.Errorf("sim: Close: driver already %w", driver.ErrClosed)
+		return nil
 	}
 	drv.closed = true
 	drv.mu.Unlock()

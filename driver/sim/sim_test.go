@@ -145,6 +145,35 @@ func TestRegistered(t *testing.T) {
 	}
 }
 
+// TestAuto checks the sim's probe through Open("auto"): the sim is a
+// candidate that always finds its device, given a dsn it takes, and its
+// probe reports a dsn it refuses without opening anything.
+func TestAuto(t *testing.T) {
+	t.Setenv(driver.EnvDriver, "")
+	drv, err := driver.Open("auto", "devices=2")
+	if err != nil {
+		t.Fatalf("Open(auto, devices=2) with only sim registered: %v", err)
+	}
+	defer drv.Close()
+	if drv.Name() != "sim" || drv.DeviceCount() != 2 {
+		t.Errorf("Open(auto, devices=2): name %q, %d devices; want sim with 2", drv.Name(), drv.DeviceCount())
+	}
+	bad := []struct{ dsn, says string }{
+		{"devices=two", "devices"},
+		{"colour=red", "colour"},
+		{"granularity=3KiB", "granularity"},
+	}
+	if !sim.DefaultConfig().VMM {
+		bad = append(bad, struct{ dsn, says string }{"vmm=true", "vmm=false"})
+	}
+	for _, tt := range bad {
+		_, err := driver.Open("auto", tt.dsn)
+		if !errors.Is(err, driver.ErrNoDevice) || !strings.Contains(err.Error(), "sim: probe: ") || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("Open(auto, %s) = %v; want ErrNoDevice with the sim's probe error about %s", tt.dsn, err, tt.says)
+		}
+	}
+}
+
 func TestCapabilities(t *testing.T) {
 	vmm := sim.DefaultConfig().VMM // false where the sim offers no VMM
 	tests := []struct {

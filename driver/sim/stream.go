@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -155,7 +156,7 @@ func (s *stream) usableLocked(op string) error {
 		return err
 	}
 	if s.destroyed {
-		return fmt.Errorf("sim device %d: %s: stream %d was destroyed: %w", s.dev.ordinal, op, s.id, driver.ErrInvalidValue)
+		return driver.DestroyedError(s.dev.who, op, "stream "+strconv.FormatUint(s.id, 10))
 	}
 	return nil
 }
@@ -174,7 +175,7 @@ func (s *stream) waitPosLocked(pos uint64, help bool) {
 	}
 }
 
-// errAt is the stream's sticky error when it concerns work at or before
+// errAtLocked is the stream's sticky error when it concerns work at or before
 // position pos. Caller holds mu.
 func (s *stream) errAtLocked(pos uint64) error {
 	if s.err != nil && s.errPos <= pos {
@@ -285,7 +286,7 @@ func (e *event) mark(op string) (*stream, uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.destroyed {
-		return nil, 0, fmt.Errorf("sim device %d: %s: event was destroyed: %w", e.dev.ordinal, op, driver.ErrInvalidValue)
+		return nil, 0, driver.DestroyedError(e.dev.who, op, "event")
 	}
 	return e.on, e.pos, nil
 }
@@ -317,7 +318,7 @@ func (e *event) Record(s driver.Stream) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.destroyed {
-		return fmt.Errorf("sim device %d: Event.Record: event was destroyed: %w", e.dev.ordinal, driver.ErrInvalidValue)
+		return driver.DestroyedError(e.dev.who, "Event.Record", "event")
 	}
 	e.on, e.pos = st, pos
 	return nil

@@ -59,8 +59,9 @@ func newTable() *table {
 	return t
 }
 
-// find returns the region containing address p, or nil. Caller holds mu.
-func (t *table) find(p uint64) *region {
+// findLocked returns the region containing address p, or nil. Caller holds
+// mu.
+func (t *table) findLocked(p uint64) *region {
 	i, found := slices.BinarySearchFunc(t.regs, p, func(r *region, p uint64) int {
 		switch {
 		case r.base > p:
@@ -79,10 +80,10 @@ func (t *table) find(p uint64) *region {
 	return nil
 }
 
-// insert adds r and reports whether it could: after drain (Close) it
+// insertLocked adds r and reports whether it could: after drain (Close) it
 // cannot, and the caller unmaps r. Caller holds mu; r must not overlap a
 // live region (the OS never hands out overlapping mappings).
-func (t *table) insert(r *region) bool {
+func (t *table) insertLocked(r *region) bool {
 	if t.closed {
 		return false
 	}
@@ -98,30 +99,30 @@ func (t *table) insert(r *region) bool {
 	return true
 }
 
-// remove takes r out of the table and marks it dead, then waits until no
-// copy is running on it, so the caller may unmap it. Caller holds mu.
-func (t *table) remove(r *region) {
+// removeLocked takes r out of the table and marks it dead, then waits until
+// no copy is running on it, so the caller may unmap it. Caller holds mu,
+// which the wait releases meanwhile.
+func (t *table) removeLocked(r *region) {
 	i := slices.Index(t.regs, r)
 	if i < 0 {
 		return
 	}
 	t.regs = slices.Delete(t.regs, i, i+1)
 	r.dead = true
+	t.waitIdleLocked(r)
+}
+
+// waitIdleLocked waits until no copy runs on r. Caller holds mu.
+func (t *table) waitIdleLocked(r *region) {
 	for r.users > 0 {
 		t.idle.Wait()
 	}
 }
 
-// waitIdle waits until no copy runs on r. Caller holds mu.
-func (t *table) waitIdle(r *region) {
-	for r.users > 0 {
-		t.idle.Wait()
-	}
-}
-
-// rangeErr describes why [p, p+n) is not usable memory in t.
-func (t *table) rangeErr(what string, p, n uint64) error {
-	r := t.find(p)
+// rangeErrLocked describes why [p, p+n) is not usable memory in t. Caller
+// holds mu.
+func (t *table) rangeErrLocked(what string, p, n uint64) error {
+	r := t.findLocked(p)
 	switch {
 	case r == nil:
 		return fmt.Errorf("%s range [%#x, %#x) does not start in a live allocation: %w", what, p, p+n, driver.ErrInvalidPointer)
@@ -135,11 +136,11 @@ func (t *table) rangeErr(what string, p, n uint64) error {
 	return nil
 }
 
-// usable reports whether [p, p+n) lies inside one live region and, for a
-// reservation, every granule it touches is mapped with access. Caller holds
-// mu; n > 0.
-func (t *table) usable(p, n uint64) (*region, bool) {
-	r := t.find(p)
+// usableLocked reports whether [p, p+n) lies inside one live region and,
+// for a reservation, every granule it touches is mapped with access. Caller
+// holds mu; n > 0.
+func (t *table) usableLocked(p, n uint64) (*region, bool) {
+	r := t.findLocked(p)
 	if r == nil || n > r.end()-p {
 		return nil, false
 	}
@@ -164,10 +165,10 @@ func (t *table) check(what string, p, n uint64) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.usable(p, n); ok {
+	if _, ok := t.usableLocked(p, n); ok {
 		return nil
 	}
-	return t.rangeErr(what, p, n)
+	return t.rangeErrLocked(what, p, n)
 }
 
 // acquire validates [p, p+n) and keeps its region mapped until release.
@@ -181,9 +182,9 @@ func (t *table) acquire(what string, p, n uint64) (*region, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r, ok := t.usable(p, n)
+	r, ok := t.usableLocked(p, n)
 	if !ok {
-		return nil, t.rangeErr(what, p, n)
+		return nil, t.rangeErrLocked(what, p, n)
 	}
 	r.users++
 	return r, nil
@@ -211,7 +212,7 @@ func (t *table) drain() []*region {
 	t.regs, t.closed = nil, true
 	for _, r := range regs {
 		r.dead = true
-		t.waitIdle(r)
+		t.waitIdleLocked(r)
 	}
 	return regs
 }

@@ -3,7 +3,6 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"math/bits"
 	"os"
 
 	"github.com/accelkit/accelkit/driver"
@@ -28,6 +27,9 @@ func (h *memHandle) close() {
 	}
 }
 
+// vmmCheck reports why op cannot run: the device is closed or lost, or
+// the Config has VMM off (a *Device reached through Hooks has the methods
+// either way).
 func (d *Device) vmmCheck(op string) error {
 	if err := d.check(op); err != nil {
 		return err
@@ -40,11 +42,7 @@ func (d *Device) vmmCheck(op string) error {
 
 // multiple checks that n is a positive multiple of the granularity.
 func (d *Device) multiple(op, what string, n uint64, zeroOK bool) error {
-	if (n == 0 && !zeroOK) || n%d.cfg.Granularity != 0 {
-		return fmt.Errorf("sim device %d: %s: %s %d is not a positive multiple of the granularity %d: %w",
-			d.ordinal, op, what, n, d.cfg.Granularity, driver.ErrInvalidValue)
-	}
-	return nil
+	return driver.CheckGranularity(d.who, op, what, n, d.cfg.Granularity, zeroOK)
 }
 
 // Granularity returns the VMM page size (Config.Granularity).
@@ -60,11 +58,14 @@ func (d *Device) AddressReserve(size, alignment uint64) (driver.Ptr, error) {
 	if err := d.multiple(op, "size", size, false); err != nil {
 		return 0, err
 	}
+	if err := driver.CheckAlignment(d.who, op, alignment); err != nil {
+		return 0, err
+	}
+	if alignment > 1<<40 {
+		return 0, fmt.Errorf("sim device %d: %s: alignment %d is over the sim's limit; want 0 or a power of two up to 1 TiB: %w", d.ordinal, op, alignment, driver.ErrInvalidValue)
+	}
 	if alignment == 0 {
 		alignment = d.cfg.Granularity
-	}
-	if bits.OnesCount64(alignment) != 1 || alignment > 1<<40 {
-		return 0, fmt.Errorf("sim device %d: %s: alignment %d is not 0 or a power of two up to 1 TiB: %w", d.ordinal, op, alignment, driver.ErrInvalidValue)
 	}
 	if size > 1<<46 {
 		return 0, fmt.Errorf("sim device %d: %s: size %d is over the 64 TiB the sim reserves at once: %w", d.ordinal, op, size, driver.ErrOutOfMemory)
@@ -79,7 +80,7 @@ func (d *Device) AddressReserve(size, alignment uint64) (driver.Ptr, error) {
 	r := &region{base: p, size: size, mapped: size, kind: kindReserve, gran: d.cfg.Granularity,
 		granules: make([]granule, size/d.cfg.Granularity)}
 	d.mem.mu.Lock()
-	ok := d.mem.insert(r)
+	ok := d.mem.insertLocked(r)
 	d.mem.mu.Unlock()
 	if !ok { // Close ran meanwhile: undo the mapping, reporting a failed munmap too
 		return 0, errors.Join(d.check(op), unmap(p, size))
@@ -87,11 +88,9 @@ func (d *Device) AddressReserve(size, alignment uint64) (driver.Ptr, error) {
 	return driver.Ptr(p), nil
 }
 
-// reservation finds the reservation holding [p, p+size) with granule-aligned
-// bounds. Caller holds d.mem.mu.
-// granulesMapped checks that granules [first, last) of r are all mapped
-// (want true) or all unmapped. d.mem.mu held.
-func (d *Device) granulesMapped(op string, r *region, first, last int, want bool) error {
+// granulesMappedLocked checks that granules [first, last) of r are all
+// mapped (want true) or all unmapped. Caller holds d.mem.mu.
+func (d *Device) granulesMappedLocked(op string, r *region, first, last int, want bool) error {
 	for i := first; i < last; i++ {
 		if mapped := r.granules[i].h != nil; mapped != want {
 			state, fix := "not mapped", "MemMap it first"
@@ -105,11 +104,14 @@ func (d *Device) granulesMapped(op string, r *region, first, last int, want bool
 	return nil
 }
 
-func (d *Device) reservation(op string, p driver.Ptr, size uint64) (*region, int, int, error) {
+// reservationLocked finds the reservation holding [p, p+size) with
+// granule-aligned bounds and returns it with the granules [first, last)
+// the range covers. Caller holds d.mem.mu.
+func (d *Device) reservationLocked(op string, p driver.Ptr, size uint64) (*region, int, int, error) {
 	if err := d.multiple(op, "size", size, false); err != nil {
 		return nil, 0, 0, err
 	}
-	r := d.mem.find(uint64(p))
+	r := d.mem.findLocked(uint64(p))
 	if r == nil || r.kind != kindReserve || size > r.end()-uint64(p) {
 		return nil, 0, 0, fmt.Errorf("sim device %d: %s: range [%v, %#x) is not inside one reservation from AddressReserve: %w",
 			d.ordinal, op, p, uint64(p)+size, driver.ErrInvalidValue)
@@ -130,7 +132,7 @@ func (d *Device) AddressFree(p driver.Ptr, size uint64) error {
 		return err
 	}
 	d.mem.mu.Lock()
-	r := d.mem.find(uint64(p))
+	r := d.mem.findLocked(uint64(p))
 	if r == nil || r.kind != kindReserve || r.base != uint64(p) || r.size != size {
 		d.mem.mu.Unlock()
 		return fmt.Errorf("sim device %d: %s(%v, %d): not a live reservation with that start and size: %w", d.ordinal, op, p, size, driver.ErrInvalidPointer)
@@ -142,7 +144,7 @@ func (d *Device) AddressFree(p driver.Ptr, size uint64) error {
 				d.ordinal, op, p, size, r.base+uint64(i)*r.gran, driver.ErrInvalidValue)
 		}
 	}
-	d.mem.remove(r)
+	d.mem.removeLocked(r)
 	d.mem.mu.Unlock()
 	return unmap(r.base, r.size)
 }
@@ -178,8 +180,8 @@ func (d *Device) MemCreate(size uint64) (driver.MemHandle, error) {
 	return h.id, nil
 }
 
-// handle looks up a live handle. Caller holds d.mu.
-func (d *Device) handle(op string, id driver.MemHandle) (*memHandle, error) {
+// handleLocked looks up a live handle. Caller holds d.mu.
+func (d *Device) handleLocked(op string, id driver.MemHandle) (*memHandle, error) {
 	h, ok := d.handles[id]
 	if !ok || h.released {
 		return nil, fmt.Errorf("sim device %d: %s: handle %d is not a live MemCreate handle (never created, or released): %w",
@@ -196,7 +198,7 @@ func (d *Device) MemRelease(id driver.MemHandle) error {
 		return err
 	}
 	d.mu.Lock()
-	h, err := d.handle(op, id)
+	h, err := d.handleLocked(op, id)
 	if err != nil {
 		d.mu.Unlock()
 		return err
@@ -229,7 +231,7 @@ func (d *Device) MemMap(p driver.Ptr, size, offset uint64, id driver.MemHandle) 
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	h, err := d.handle(op, id)
+	h, err := d.handleLocked(op, id)
 	if err != nil {
 		return err
 	}
@@ -239,11 +241,11 @@ func (d *Device) MemMap(p driver.Ptr, size, offset uint64, id driver.MemHandle) 
 	}
 	d.mem.mu.Lock()
 	defer d.mem.mu.Unlock()
-	r, first, last, err := d.reservation(op, p, size)
+	r, first, last, err := d.reservationLocked(op, p, size)
 	if err != nil {
 		return err
 	}
-	if err := d.granulesMapped(op, r, first, last, false); err != nil {
+	if err := d.granulesMappedLocked(op, r, first, last, false); err != nil {
 		return err
 	}
 	if err := mapFileFixed(uint64(p), size, h.mem, offset); err != nil {
@@ -268,11 +270,11 @@ func (d *Device) SetAccess(p driver.Ptr, size uint64) error {
 	}
 	d.mem.mu.Lock()
 	defer d.mem.mu.Unlock()
-	r, first, last, err := d.reservation(op, p, size)
+	r, first, last, err := d.reservationLocked(op, p, size)
 	if err != nil {
 		return err
 	}
-	if err := d.granulesMapped(op, r, first, last, true); err != nil {
+	if err := d.granulesMappedLocked(op, r, first, last, true); err != nil {
 		return err
 	}
 	if err := protectRW(uint64(p), size); err != nil {
@@ -296,11 +298,11 @@ func (d *Device) MemUnmap(p driver.Ptr, size uint64) error {
 	defer d.mu.Unlock()
 	d.mem.mu.Lock()
 	defer d.mem.mu.Unlock()
-	r, first, last, err := d.reservation(op, p, size)
+	r, first, last, err := d.reservationLocked(op, p, size)
 	if err != nil {
 		return err
 	}
-	if err := d.granulesMapped(op, r, first, last, true); err != nil {
+	if err := d.granulesMappedLocked(op, r, first, last, true); err != nil {
 		return err
 	}
 	old := make([]*memHandle, 0, last-first)
@@ -308,7 +310,7 @@ func (d *Device) MemUnmap(p driver.Ptr, size uint64) error {
 		old = append(old, r.granules[i].h)
 		r.granules[i] = granule{}
 	}
-	d.mem.waitIdle(r) // copies running on the range finish first
+	d.mem.waitIdleLocked(r) // copies running on the range finish first
 	if err := unmapFixed(uint64(p), size); err != nil {
 		return fmt.Errorf("sim device %d: %s: %w", d.ordinal, op, err)
 	}
