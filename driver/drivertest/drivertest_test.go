@@ -2,6 +2,7 @@ package drivertest_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -30,7 +31,19 @@ func TestSim(t *testing.T) {
 // be shown to catch them.
 type buggyDriver struct {
 	driver.Driver
-	bug string
+	bug    string
+	closed bool
+}
+
+// Close with bug "closetwice" fails the second time, as Close did before
+// the convention made it idempotent.
+func (d *buggyDriver) Close() error {
+	err := d.Driver.Close()
+	if d.bug == "closetwice" && d.closed {
+		return fmt.Errorf("buggy: Close: driver already %w", driver.ErrClosed)
+	}
+	d.closed = true
+	return err
 }
 
 func (d buggyDriver) Device(i int) (driver.Device, error) {
@@ -70,6 +83,9 @@ func (d buggyDevice) HostFree(b *driver.HostBuffer) error {
 }
 
 func (d buggyDevice) CopyHtoD(dst driver.Ptr, src []byte, s driver.Stream) error {
+	if d.bug == "nilstream" && s == nil {
+		return fmt.Errorf("buggy: CopyHtoD: nil stream: %w", driver.ErrInvalidValue)
+	}
 	if d.bug == "unpinned" {
 		return d.CopyHtoDSync(dst, src)
 	}
@@ -91,7 +107,7 @@ func TestBrokenBackend(t *testing.T) {
 		t.Skip("run by TestSuiteCatchesBugs")
 	}
 	drivertest.Run(t, func(t *testing.T) driver.Driver {
-		return buggyDriver{openSim("capacity=512MiB")(t), bug}
+		return &buggyDriver{Driver: openSim("capacity=512MiB")(t), bug: bug}
 	})
 }
 
@@ -105,6 +121,8 @@ func TestSuiteCatchesBugs(t *testing.T) {
 		{"unpinned", "rule: CopyHtoD from Go memory is ErrNotPinned"},
 		{"memset", "rule: HtoD, DtoD, Memset and DtoH on one stream round-trip the data"},
 		{"hostfreefail", "rule: devices, streams and events are safe for concurrent use: spurious HostFree failure"},
+		{"nilstream", "rule: CopyHtoD with a nil stream is accepted (nil is the default stream)"},
+		{"closetwice", "rule: Close is idempotent: a second Close returns nil"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.bug, func(t *testing.T) {

@@ -11,8 +11,10 @@ import (
 var logged sync.Once
 
 // OpenDevice opens device 0 of the backend driver.Open("auto", "") picks
-// (ACCELKIT_DRIVER when set, else the best registered backend whose probe
-// finds a device) and closes the driver when tb ends. It logs the backend
+// (ACCELKIT_DRIVER when set, else the registered backend with the highest
+// driver.Backend Preference whose probe finds a device: CUDA on a GPU
+// machine, else sim; a backend registered without a probe is never picked)
+// and closes the driver when tb ends. It logs the backend
 // and device once per test binary, since figures hold only for the device
 // they were measured on. It fails tb when no backend opens.
 //
