@@ -15,7 +15,7 @@ import (
 // are injected inside the fake libcuda, so they reach the backend the way a
 // GPU fault does, as a CUresult that poisons the context.
 type faultDevice struct {
-	*vmmPeerDevice
+	*device
 	faults
 }
 
@@ -44,7 +44,7 @@ func TestConformanceFake(t *testing.T) {
 	l := fakecuda.Build(t, nil)
 	drivertest.Run(t, func(t *testing.T) driver.Driver {
 		drv, err := open("lib="+l.Path, func(d *device) driver.Device {
-			return &faultDevice{d.pub.(*vmmPeerDevice), faults{d, l}}
+			return driver.Compose(&faultDevice{d, faults{d, l}}, d.capabilities())
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -10,13 +10,14 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 
 	"github.com/accelkit/accelkit/driver"
 )
 
 func init() {
-	driver.Register("cuda", Open)
+	driver.RegisterBackend(driver.Backend{Name: "cuda", Open: Open, Probe: probe, Preference: driver.PreferHardware})
 }
 
 // dsnKeys are the keys Open accepts.
@@ -32,25 +33,44 @@ var dsnKeys = []string{"lib"}
 // primary context; Close releases them.
 func Open(dsn string) (driver.Driver, error) { return open(dsn, nil) }
 
+// probe is the backend's driver.Prober: it loads the library (once per
+// process, as Open does) and counts the devices, retaining no context.
+func probe(dsn string) error {
+	l, n, err := devices(dsn)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("cuda: %s reports no device: %w", l.path, driver.ErrNoDevice)
+	}
+	return err
+}
+
+// devices loads the library dsn names and counts its devices.
+func devices(dsn string) (*lib, int, error) {
+	cfg, err := driver.ParseDSN("cuda", dsn, dsnKeys)
+	if err != nil {
+		return nil, 0, err
+	}
+	l, err := loadLib(libraryPath(cfg["lib"]))
+	if err != nil {
+		return nil, 0, err
+	}
+	var n C.int
+	if r := int(C.ak_device_count(l.c, &n)); r != 0 {
+		return nil, 0, fmt.Errorf("cuda: %w", l.error("cuDeviceGetCount", r))
+	}
+	return l, int(n), nil
+}
+
 // open is Open with a hook for the tests: wrap, when not nil, replaces the
 // value Driver.Device hands out for each device (it receives the device
 // with its own value in pub), so a test can add capabilities such as
 // drivertest.Faults while streams and events still report that value.
 func open(dsn string, wrap func(*device) driver.Device) (driver.Driver, error) {
-	cfg, err := driver.ParseDSN("cuda", dsn, dsnKeys)
+	l, n, err := devices(dsn)
 	if err != nil {
 		return nil, err
-	}
-	l, err := loadLib(libraryPath(cfg["lib"]))
-	if err != nil {
-		return nil, err
-	}
-	var n C.int
-	if r := int(C.ak_device_count(l.c, &n)); r != 0 {
-		return nil, fmt.Errorf("cuda: %w", l.error("cuDeviceGetCount", r))
 	}
 	drv := &cudaDriver{lib: l}
-	for i := range int(n) {
+	for i := range n {
 		d, err := newDevice(drv, i)
 		if err != nil {
 			// Release the contexts retained so far; a failed release is
@@ -65,8 +85,9 @@ func open(dsn string, wrap func(*device) driver.Device) (driver.Driver, error) {
 	return drv, nil
 }
 
-// cudaDriver is an opened CUDA backend. Safe for concurrent use: devs is
-// fixed at Open and closed is atomic.
+// cudaDriver is an opened CUDA backend. Safe for concurrent use.
+//
+// Locking: none; devs is fixed at Open and closed is atomic.
 type cudaDriver struct {
 	lib    *lib
 	devs   []*device
@@ -82,10 +103,10 @@ func (drv *cudaDriver) DeviceCount() int { return len(drv.devs) }
 
 func (drv *cudaDriver) Device(ordinal int) (driver.Device, error) {
 	if drv.closed.Load() {
-		return nil, fmt.Errorf("cuda: Device(%d): driver %w", ordinal, driver.ErrClosed)
+		return nil, driver.ClosedError("cuda", "Device("+strconv.Itoa(ordinal)+")")
 	}
-	if ordinal < 0 || ordinal >= len(drv.devs) {
-		return nil, fmt.Errorf("cuda: device ordinal %d out of range [0, %d): %w", ordinal, len(drv.devs), driver.ErrNoDevice)
+	if err := driver.CheckOrdinal("cuda", ordinal, len(drv.devs)); err != nil {
+		return nil, err
 	}
 	return drv.devs[ordinal].pub, nil
 }
@@ -93,10 +114,10 @@ func (drv *cudaDriver) Device(ordinal int) (driver.Device, error) {
 // Close releases the primary contexts Open retained; every later call on
 // the driver, its devices, streams and events fails with driver.ErrClosed.
 // Memory still allocated goes with the context when no one else retains it.
-// A second Close returns driver.ErrClosed.
+// Close is idempotent: a second call returns nil and does nothing.
 func (drv *cudaDriver) Close() error {
 	if !drv.closed.CompareAndSwap(false, true) {
-		return fmt.Errorf("cuda: Close: driver already %w", driver.ErrClosed)
+		return nil
 	}
 	return drv.release()
 }

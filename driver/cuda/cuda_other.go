@@ -9,7 +9,7 @@ import (
 )
 
 func init() {
-	driver.Register("cuda", Open)
+	driver.RegisterBackend(driver.Backend{Name: "cuda", Open: Open, Probe: probe, Preference: driver.PreferHardware})
 }
 
 // EnvLibrary names the environment variable that points the backend at a
@@ -17,8 +17,11 @@ func init() {
 const EnvLibrary = "ACCELKIT_LIBCUDA"
 
 // Open reports that this build has no CUDA backend: it needs cgo on Linux.
-// The error wraps driver.ErrNotSupported, so driver.Open("auto", "") falls
-// back to sim.
-func Open(dsn string) (driver.Driver, error) {
-	return nil, fmt.Errorf("cuda backend built without cgo; rebuild with CGO_ENABLED=1 on linux: %w", driver.ErrNotSupported)
-}
+// The error wraps driver.ErrNotSupported.
+func Open(dsn string) (driver.Driver, error) { return nil, errNoCgo }
+
+// probe reports the same, so driver.Open("auto", "") passes over cuda
+// (to sim, when registered) and names the reason.
+func probe(dsn string) error { return errNoCgo }
+
+var errNoCgo = fmt.Errorf("cuda backend built without cgo; rebuild with CGO_ENABLED=1 on linux: %w", driver.ErrNotSupported)

@@ -86,6 +86,54 @@ func TestOpenThroughEnvironment(t *testing.T) {
 	}
 }
 
+// TestAutoProbe checks cuda as a candidate of driver.Open("auto"): its
+// probe counts the devices without retaining a context, only the chosen
+// driver retains them, and a probe that finds nothing says why. sim is not
+// linked into this test binary, so cuda is the only candidate.
+func TestAutoProbe(t *testing.T) {
+	l := fakecuda.Build(t, nil)
+	t.Setenv(EnvLibrary, l.Path)
+	t.Setenv(driver.EnvDriver, "")
+	if err := probe(""); err != nil {
+		t.Fatalf("probe on the fake: %v", err)
+	}
+	if n := l.Counter("cuDevicePrimaryCtxRetain"); n != 0 {
+		t.Errorf("probe retained %d primary contexts; want 0", n)
+	}
+	drv, err := driver.Open("auto", "")
+	if err != nil {
+		t.Fatalf("Open(auto) with the fake as %s: %v", EnvLibrary, err)
+	}
+	if drv.Name() != "cuda" || drv.DeviceCount() != 2 {
+		t.Errorf("Open(auto) = %s with %d devices; want cuda with 2", drv.Name(), drv.DeviceCount())
+	}
+	if n := l.Counter("cuDevicePrimaryCtxRetain"); n != 2 {
+		t.Errorf("auto retained %d primary contexts; want 2, for the driver it opened", n)
+	}
+	if err := drv.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	noDev := fakecuda.Build(t, map[string]string{"FAKECUDA_FAIL": "cuDeviceGetCount:100"})
+	tests := []struct {
+		name, lib, dsn string
+		want           error
+		says           string
+	}{
+		{"a dsn cuda does not take", l.Path, "capacity=1GiB", driver.ErrInvalidValue, "capacity"},
+		{"no library", filepath.Join(t.TempDir(), "libcuda.so.1"), "", driver.ErrNoDevice, "cannot load the CUDA driver library"},
+		{"no device", noDev.Path, "", driver.ErrNoDevice, "cuDeviceGetCount"},
+	}
+	for _, tt := range tests {
+		t.Setenv(EnvLibrary, tt.lib)
+		drv, err := driver.Open("auto", tt.dsn)
+		if drv != nil || !errors.Is(err, driver.ErrNoDevice) || !errors.Is(err, tt.want) ||
+			!strings.Contains(err.Error(), "cuda: probe: ") || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("%s: Open(auto, %q) = %v, %v; want ErrNoDevice and %v from cuda's probe, saying %q", tt.name, tt.dsn, drv, err, tt.want, tt.says)
+		}
+	}
+}
+
 func TestOpenDSN(t *testing.T) {
 	_, err := Open("library=x")
 	if !errors.Is(err, driver.ErrInvalidValue) || !strings.Contains(err.Error(), "lib") {
@@ -881,8 +929,8 @@ func TestClose(t *testing.T) {
 	if err := drv.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := drv.Close(); !errors.Is(err, driver.ErrClosed) {
-		t.Errorf("second Close = %v; want ErrClosed", err)
+	if err := drv.Close(); err != nil {
+		t.Errorf("second Close = %v; want nil (Close is idempotent)", err)
 	}
 	if _, err := drv.Device(0); !errors.Is(err, driver.ErrClosed) {
 		t.Errorf("Device after Close = %v", err)

@@ -37,9 +37,10 @@ type device struct {
 	drv     *cudaDriver
 	l       *C.ak_lib
 	ordinal int
+	who     string // "cuda device N", the start of the device's errors
 	cu      C.CUdevice
 	ctx     C.CUcontext
-	pub     driver.Device // what Driver.Device hands out: d, or a wrapper adding VMM/Peer
+	pub     driver.Device // what Driver.Device hands out: driver.Compose of d and its capabilities
 
 	name        string
 	total       uint64
@@ -66,6 +67,8 @@ type device struct {
 type pinRange struct{ base, end uintptr }
 
 // hostMem is the backend state of a HostBuffer.
+//
+// Locking: none; freed is atomic, the rest fixed at HostAlloc.
 type hostMem struct {
 	dev   *device
 	base  unsafe.Pointer // nil for the empty buffer
@@ -73,14 +76,27 @@ type hostMem struct {
 	freed atomic.Bool
 }
 
-// cudaDevice gives the *device behind any value this backend hands out.
+// cudaDevicer is the *device behind a device this backend hands out (or
+// behind a test's wrapper of it, which embeds *device).
 type cudaDevicer interface{ cudaDevice() *device }
 
 func (d *device) cudaDevice() *device { return d }
 
+// asDevice returns the *device behind dev, unwrapping driver.Compose
+// wrappers, or nil when dev is not a device of this backend.
+func asDevice(dev driver.Device) *device {
+	for dev != nil {
+		if c, ok := dev.(cudaDevicer); ok {
+			return c.cudaDevice()
+		}
+		dev = driver.Unwrap(dev)
+	}
+	return nil
+}
+
 func newDevice(drv *cudaDriver, ordinal int) (*device, error) {
 	l := drv.lib
-	d := &device{drv: drv, l: l.c, ordinal: ordinal, allocs: map[driver.Ptr]uint64{}}
+	d := &device{drv: drv, l: l.c, ordinal: ordinal, who: "cuda device " + strconv.Itoa(ordinal), allocs: map[driver.Ptr]uint64{}}
 	fail := func(op string, r C.CUresult) error {
 		return fmt.Errorf("cuda: device %d: %w", ordinal, l.error(op, int(r)))
 	}
@@ -130,42 +146,29 @@ func newDevice(drv *cudaDriver, ordinal int) (*device, error) {
 		return nil, fail("cuDevicePrimaryCtxRetain", r)
 	}
 	d.defStream = &stream{dev: d} // the legacy default stream: handle 0, ID 0
-	switch {
-	case d.granularity > 0 && d.peer:
-		d.pub = &vmmPeerDevice{d, vmmOps{d}, peerOps{d}}
-	case d.granularity > 0:
-		d.pub = &vmmDevice{d, vmmOps{d}}
-	case d.peer:
-		d.pub = &peerDevice{d, peerOps{d}}
-	default:
-		d.pub = d
-	}
+	d.pub = driver.Compose(d, d.capabilities())
 	return d, nil
 }
 
-// Wrappers adding the optional capabilities: a device without VMM support
-// must not satisfy driver.VMM at all, so the capability lives in its own
-// type (the io/fs pattern).
-type (
-	vmmDevice struct {
-		*device
-		vmmOps
+// capabilities are the optional interfaces d offers: a device without VMM
+// support must not satisfy driver.VMM at all, so the capabilities live in
+// their own types (vmmOps, peerOps) and driver.Compose adds only those
+// the library and device support.
+func (d *device) capabilities() driver.Capabilities {
+	caps := driver.Capabilities{Properties: d}
+	if d.granularity > 0 {
+		caps.VMM = vmmOps{d}
 	}
-	peerDevice struct {
-		*device
-		peerOps
+	if d.peer {
+		caps.Peer = peerOps{d}
 	}
-	vmmPeerDevice struct {
-		*device
-		vmmOps
-		peerOps
-	}
-)
+	return caps
+}
 
 // usable reports why d cannot take calls: a closed driver or a lost device.
 func (d *device) usable(op string) error {
 	if d.drv.closed.Load() {
-		return fmt.Errorf("cuda device %d: %s: driver %w", d.ordinal, op, driver.ErrClosed)
+		return driver.ClosedError(d.who, op)
 	}
 	if e := d.lost.Load(); e != nil {
 		return fmt.Errorf("cuda device %d: %s: %w", d.ordinal, op, *e)
@@ -234,8 +237,7 @@ func (d *device) Free(p driver.Ptr) error {
 	delete(d.allocs, p)
 	d.allocMu.Unlock()
 	if !ok {
-		return fmt.Errorf("cuda device %d: Free(%v): not a live allocation of this device (never allocated here, or already freed): %w",
-			d.ordinal, p, driver.ErrInvalidPointer)
+		return driver.UnknownPointerError(d.who, p)
 	}
 	if err := d.result("cuMemFree_v2", C.ak_free(d.l, d.ctx, C.CUdeviceptr(p))); err != nil {
 		d.allocMu.Lock()
@@ -250,8 +252,8 @@ func (d *device) HostAlloc(size int) (*driver.HostBuffer, error) {
 	if err := d.usable("HostAlloc"); err != nil {
 		return nil, err
 	}
-	if size < 0 {
-		return nil, fmt.Errorf("cuda device %d: HostAlloc(%d): size must be >= 0: %w", d.ordinal, size, driver.ErrInvalidValue)
+	if err := driver.CheckHostAlloc(d.who, size); err != nil {
+		return nil, err
 	}
 	if size == 0 {
 		return driver.NewHostBuffer(d.pub, []byte{}, &hostMem{dev: d}), nil
@@ -272,15 +274,12 @@ func (d *device) HostFree(b *driver.HostBuffer) error {
 	if err := d.usable("HostFree"); err != nil {
 		return err
 	}
-	if b == nil {
-		return fmt.Errorf("cuda device %d: HostFree(nil): %w", d.ordinal, driver.ErrInvalidValue)
-	}
-	hm, ok := b.State().(*hostMem)
-	if !ok || hm.dev != d {
-		return fmt.Errorf("cuda device %d: HostFree: buffer was not allocated by this device's HostAlloc: %w", d.ordinal, driver.ErrInvalidPointer)
+	hm, err := driver.HostBufferState[*hostMem](d.who, d.pub, b)
+	if err != nil {
+		return err
 	}
 	if !hm.freed.CompareAndSwap(false, true) {
-		return fmt.Errorf("cuda device %d: HostFree: buffer of %d bytes already freed: %w", d.ordinal, hm.size, driver.ErrInvalidPointer)
+		return driver.HostFreedError(d.who, hm.size)
 	}
 	if hm.base == nil {
 		return nil
@@ -317,25 +316,18 @@ func (d *device) pinned(b []byte) bool {
 	return i >= 0 && p >= d.pins[i].base && end <= d.pins[i].end
 }
 
-func (d *device) notPinned(op string, b []byte) error {
-	return fmt.Errorf("cuda device %d: %s: %d bytes at %p are not inside a live HostBuffer of this device: %w",
-		d.ordinal, op, len(b), unsafe.SliceData(b), driver.ErrNotPinned)
-}
-
-// stream resolves s to a live stream of d; nil means the default stream.
+// stream resolves s to a live stream of d; nil means the default stream
+// (driver.StreamOr).
 func (d *device) stream(s driver.Stream, op string) (*stream, error) {
 	if err := d.usable(op); err != nil {
 		return nil, err
 	}
-	if s == nil {
-		return d.defStream, nil
-	}
-	st, ok := s.(*stream)
+	st, ok := driver.StreamOr(d.pub, s).(*stream)
 	if !ok || st == nil || st.dev != d {
-		return nil, fmt.Errorf("cuda device %d: %s: stream %T is not a stream of this device: %w", d.ordinal, op, s, driver.ErrInvalidValue)
+		return nil, driver.ForeignStreamError(d.who, op, s)
 	}
 	if st.destroyed.Load() {
-		return nil, fmt.Errorf("cuda device %d: %s: stream %d was destroyed: %w", d.ordinal, op, st.id, driver.ErrInvalidValue)
+		return nil, st.destroyedError(op)
 	}
 	return st, nil
 }
@@ -370,7 +362,7 @@ func (d *device) CopyHtoD(dst driver.Ptr, src []byte, s driver.Stream) error {
 		return err
 	}
 	if !d.pinned(src) {
-		return d.notPinned("CopyHtoD", src)
+		return driver.NotPinnedError(d.who, "CopyHtoD", src)
 	}
 	return d.result("cuMemcpyHtoDAsync_v2", C.ak_htod_async(d.l, d.ctx, C.CUdeviceptr(dst),
 		unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)), st.h))
@@ -382,7 +374,7 @@ func (d *device) CopyDtoH(dst []byte, src driver.Ptr, s driver.Stream) error {
 		return err
 	}
 	if !d.pinned(dst) {
-		return d.notPinned("CopyDtoH", dst)
+		return driver.NotPinnedError(d.who, "CopyDtoH", dst)
 	}
 	return d.result("cuMemcpyDtoHAsync_v2", C.ak_dtoh_async(d.l, d.ctx,
 		unsafe.Pointer(unsafe.SliceData(dst)), C.CUdeviceptr(src), C.size_t(len(dst)), st.h))

@@ -21,3 +21,14 @@ func TestOpenWithoutCgo(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoWithoutCgo checks that auto passes over cuda here and says why:
+// with only cuda registered, the error names cuda's probe and its reason.
+func TestAutoWithoutCgo(t *testing.T) {
+	t.Setenv(driver.EnvDriver, "")
+	drv, err := driver.Open("auto", "")
+	if drv != nil || !errors.Is(err, driver.ErrNoDevice) || !errors.Is(err, driver.ErrNotSupported) ||
+		!strings.Contains(err.Error(), "cuda: probe: ") || !strings.Contains(err.Error(), "built without cgo") {
+		t.Errorf("Open(auto) = %v, %v; want ErrNoDevice naming cuda's probe: built without cgo", drv, err)
+	}
+}

@@ -9,16 +9,19 @@ import "C"
 
 import (
 	"fmt"
-
+	"strconv"
 	"sync/atomic"
 
 	"github.com/accelkit/accelkit/driver"
 )
 
 // stream is a CUstream created CU_STREAM_NON_BLOCKING (h != nil), or the
-// legacy default stream (h == nil, ID 0). Safe for concurrent use; using a
-// stream concurrently with its Destroy is a programming error the backend
-// does not guard (the handle may be gone when the driver sees it).
+// legacy default stream (h == nil, ID 0). Safe for concurrent use.
+//
+// Locking: none; dev, h and id are fixed at creation and destroyed is
+// atomic. Using a stream concurrently with its Destroy is a programming
+// error the backend does not guard (the handle may be gone when the driver
+// sees it).
 //
 // CUDA reports asynchronous failures for the whole context, and those
 // poison it: the device then fails every call with ErrDeviceLost, which
@@ -38,9 +41,13 @@ func (s *stream) check(op string) error {
 		return err
 	}
 	if s.destroyed.Load() {
-		return fmt.Errorf("cuda device %d: %s: stream %d was destroyed: %w", s.dev.ordinal, op, s.id, driver.ErrInvalidValue)
+		return s.destroyedError(op)
 	}
 	return nil
+}
+
+func (s *stream) destroyedError(op string) error {
+	return driver.DestroyedError(s.dev.who, op, "stream "+strconv.FormatUint(s.id, 10))
 }
 
 func (s *stream) Query() (bool, error) {
@@ -95,7 +102,9 @@ func (s *stream) Destroy() error {
 }
 
 // event is a CUevent created CU_EVENT_DISABLE_TIMING. Safe for concurrent
-// use, with the same caveat about Destroy as stream.
+// use.
+//
+// Locking: none, as for stream, with the same caveat about Destroy.
 type event struct {
 	dev       *device
 	h         C.CUevent
@@ -109,7 +118,7 @@ func (e *event) check(op string) error {
 		return err
 	}
 	if e.destroyed.Load() {
-		return fmt.Errorf("cuda device %d: %s: event was destroyed: %w", e.dev.ordinal, op, driver.ErrInvalidValue)
+		return driver.DestroyedError(e.dev.who, op, "event")
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import "C"
 
 import (
 	"fmt"
-	"math/bits"
 
 	"github.com/accelkit/accelkit/driver"
 )
@@ -27,11 +26,7 @@ func (v vmmOps) Granularity() uint64 { return v.d.granularity }
 // multiple checks n before the driver sees it, for a message that says what
 // is valid.
 func (v vmmOps) multiple(op, what string, n uint64, zeroOK bool) error {
-	if (n == 0 && !zeroOK) || n%v.d.granularity != 0 {
-		return fmt.Errorf("cuda device %d: %s: %s %d is not a positive multiple of the granularity %d: %w",
-			v.d.ordinal, op, what, n, v.d.granularity, driver.ErrInvalidValue)
-	}
-	return nil
+	return driver.CheckGranularity(v.d.who, op, what, n, v.d.granularity, zeroOK)
 }
 
 // AddressReserve reserves size bytes of virtual address space aligned to
@@ -44,8 +39,8 @@ func (v vmmOps) AddressReserve(size, alignment uint64) (driver.Ptr, error) {
 	if err := v.multiple(op, "size", size, false); err != nil {
 		return 0, err
 	}
-	if alignment != 0 && bits.OnesCount64(alignment) != 1 {
-		return 0, fmt.Errorf("cuda device %d: %s: alignment %d is not 0 or a power of two: %w", v.d.ordinal, op, alignment, driver.ErrInvalidValue)
+	if err := driver.CheckAlignment(v.d.who, op, alignment); err != nil {
+		return 0, err
 	}
 	var p C.CUdeviceptr
 	if err := v.d.result("cuMemAddressReserve", C.ak_addr_reserve(v.d.l, v.d.ctx, C.size_t(size), C.size_t(alignment), &p)); err != nil {
@@ -126,11 +121,11 @@ func (o peerOps) peerOf(op string, peer driver.Device) (*device, error) {
 	if err := o.d.usable(op); err != nil {
 		return nil, err
 	}
-	pd, ok := peer.(cudaDevicer)
-	if !ok || pd.cudaDevice().drv != o.d.drv {
+	pd := asDevice(peer)
+	if pd == nil || pd.drv != o.d.drv {
 		return nil, fmt.Errorf("cuda device %d: %s: device %T is not a device of this cuda driver: %w", o.d.ordinal, op, peer, driver.ErrInvalidValue)
 	}
-	return pd.cudaDevice(), nil
+	return pd, nil
 }
 
 // CanAccessPeer reports whether this device can access peer's memory
