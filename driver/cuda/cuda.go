@@ -78,7 +78,7 @@ func open(dsn string, wrap func(*device) driver.Device) (driver.Driver, error) {
 			return nil, errors.Join(err, drv.release())
 		}
 		if wrap != nil {
-			d.pub = wrap(d)
+			d.state.Public = wrap(d)
 		}
 		drv.devs = append(drv.devs, d)
 	}
@@ -108,7 +108,7 @@ func (drv *cudaDriver) Device(ordinal int) (driver.Device, error) {
 	if err := driver.CheckOrdinal("cuda", ordinal, len(drv.devs)); err != nil {
 		return nil, err
 	}
-	return drv.devs[ordinal].pub, nil
+	return drv.devs[ordinal].state.Public, nil
 }
 
 // Close releases the primary contexts Open retained; every later call on
@@ -118,6 +118,9 @@ func (drv *cudaDriver) Device(ordinal int) (driver.Device, error) {
 func (drv *cudaDriver) Close() error {
 	if !drv.closed.CompareAndSwap(false, true) {
 		return nil
+	}
+	for _, d := range drv.devs {
+		d.state.Close()
 	}
 	return drv.release()
 }

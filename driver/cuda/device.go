@@ -30,17 +30,20 @@ const (
 //
 // Locking: allocMu guards allocs (live Malloc pointers and sizes); pinMu
 // guards pins (live HostAlloc ranges, sorted by base). Neither is held
-// across a driver call except pinMu's read lock, never both at once. lost
+// across a driver call except pinMu's read lock, never both at once. state
 // and the stream counter are atomic; the rest is fixed at Open. Safe for
 // concurrent use.
 type device struct {
 	drv     *cudaDriver
 	l       *C.ak_lib
 	ordinal int
-	who     string // "cuda device N", the start of the device's errors
 	cu      C.CUdevice
 	ctx     C.CUcontext
-	pub     driver.Device // what Driver.Device hands out: driver.Compose of d and its capabilities
+	// state names the device in errors ("cuda device N"), holds what
+	// Driver.Device hands out (driver.Compose of d and its capabilities)
+	// and whether the device is live, lost (a context-poisoning error,
+	// sticky) or closed.
+	state driver.DeviceState
 
 	name        string
 	total       uint64
@@ -54,7 +57,6 @@ type device struct {
 
 	defStream  *stream
 	nextStream atomic.Uint64
-	lost       atomic.Pointer[error] // sticky ErrDeviceLost, once seen
 
 	allocMu sync.Mutex
 	allocs  map[driver.Ptr]uint64
@@ -66,12 +68,13 @@ type device struct {
 // pinRange is a live HostAlloc allocation.
 type pinRange struct{ base, end uintptr }
 
-// hostMem is the backend state of a HostBuffer.
+// hostMem is the backend state of a HostBuffer (HostAlloc(0)'s empty
+// buffers are driver.DeviceState's).
 //
 // Locking: none; freed is atomic, the rest fixed at HostAlloc.
 type hostMem struct {
 	dev   *device
-	base  unsafe.Pointer // nil for the empty buffer
+	base  unsafe.Pointer
 	size  int
 	freed atomic.Bool
 }
@@ -96,7 +99,8 @@ func asDevice(dev driver.Device) *device {
 
 func newDevice(drv *cudaDriver, ordinal int) (*device, error) {
 	l := drv.lib
-	d := &device{drv: drv, l: l.c, ordinal: ordinal, who: "cuda device " + strconv.Itoa(ordinal), allocs: map[driver.Ptr]uint64{}}
+	d := &device{drv: drv, l: l.c, ordinal: ordinal, allocs: map[driver.Ptr]uint64{}}
+	d.state.Who = "cuda device " + strconv.Itoa(ordinal)
 	fail := func(op string, r C.CUresult) error {
 		return fmt.Errorf("cuda: device %d: %w", ordinal, l.error(op, int(r)))
 	}
@@ -146,7 +150,7 @@ func newDevice(drv *cudaDriver, ordinal int) (*device, error) {
 		return nil, fail("cuDevicePrimaryCtxRetain", r)
 	}
 	d.defStream = &stream{dev: d} // the legacy default stream: handle 0, ID 0
-	d.pub = driver.Compose(d, d.capabilities())
+	d.state.Public = driver.Compose(d, d.capabilities())
 	return d, nil
 }
 
@@ -166,15 +170,7 @@ func (d *device) capabilities() driver.Capabilities {
 }
 
 // usable reports why d cannot take calls: a closed driver or a lost device.
-func (d *device) usable(op string) error {
-	if d.drv.closed.Load() {
-		return driver.ClosedError(d.who, op)
-	}
-	if e := d.lost.Load(); e != nil {
-		return fmt.Errorf("cuda device %d: %s: %w", d.ordinal, op, *e)
-	}
-	return nil
-}
+func (d *device) usable(op string) error { return d.state.Check(op) }
 
 // result turns the CUresult of op into an error. A context-poisoning code
 // marks the device lost for good.
@@ -184,8 +180,7 @@ func (d *device) result(op string, r C.CUresult) error {
 	}
 	e := d.drv.lib.error(op, int(r))
 	if poisons(e.Code) {
-		var lost error = e
-		d.lost.CompareAndSwap(nil, &lost)
+		d.state.Lose(e)
 	}
 	return e
 }
@@ -237,7 +232,7 @@ func (d *device) Free(p driver.Ptr) error {
 	delete(d.allocs, p)
 	d.allocMu.Unlock()
 	if !ok {
-		return driver.UnknownPointerError(d.who, p)
+		return d.state.UnknownPointerError(p)
 	}
 	if err := d.result("cuMemFree_v2", C.ak_free(d.l, d.ctx, C.CUdeviceptr(p))); err != nil {
 		d.allocMu.Lock()
@@ -249,14 +244,8 @@ func (d *device) Free(p driver.Ptr) error {
 }
 
 func (d *device) HostAlloc(size int) (*driver.HostBuffer, error) {
-	if err := d.usable("HostAlloc"); err != nil {
-		return nil, err
-	}
-	if err := driver.CheckHostAlloc(d.who, size); err != nil {
-		return nil, err
-	}
-	if size == 0 {
-		return driver.NewHostBuffer(d.pub, []byte{}, &hostMem{dev: d}), nil
+	if b, err := d.state.CheckHostAlloc(size); b != nil || err != nil {
+		return b, err
 	}
 	var p unsafe.Pointer
 	if err := d.result("cuMemHostAlloc", C.ak_host_alloc(d.l, d.ctx, C.size_t(size), &p)); err != nil {
@@ -267,22 +256,16 @@ func (d *device) HostAlloc(size int) (*driver.HostBuffer, error) {
 	i, _ := slices.BinarySearchFunc(d.pins, base, func(r pinRange, b uintptr) int { return cmpUintptr(r.base, b) })
 	d.pins = slices.Insert(d.pins, i, pinRange{base, base + uintptr(size)})
 	d.pinMu.Unlock()
-	return driver.NewHostBuffer(d.pub, unsafe.Slice((*byte)(p), size), &hostMem{dev: d, base: p, size: size}), nil
+	return driver.NewHostBuffer(d.state.Public, unsafe.Slice((*byte)(p), size), &hostMem{dev: d, base: p, size: size}), nil
 }
 
 func (d *device) HostFree(b *driver.HostBuffer) error {
-	if err := d.usable("HostFree"); err != nil {
-		return err
-	}
-	hm, err := driver.HostBufferState[*hostMem](d.who, d.pub, b)
-	if err != nil {
+	hm, ok, err := driver.HostBufferState[*hostMem](&d.state, b)
+	if !ok {
 		return err
 	}
 	if !hm.freed.CompareAndSwap(false, true) {
-		return driver.HostFreedError(d.who, hm.size)
-	}
-	if hm.base == nil {
-		return nil
+		return d.state.HostFreedError(hm.size)
 	}
 	base := uintptr(hm.base)
 	d.pinMu.Lock()
@@ -319,12 +302,9 @@ func (d *device) pinned(b []byte) bool {
 // stream resolves s to a live stream of d; nil means the default stream
 // (driver.StreamOr).
 func (d *device) stream(s driver.Stream, op string) (*stream, error) {
-	if err := d.usable(op); err != nil {
+	st, ok := driver.StreamOr(d.state.Public, s).(*stream)
+	if err := d.state.CheckStream(op, s, ok && st != nil && st.dev == d); err != nil {
 		return nil, err
-	}
-	st, ok := driver.StreamOr(d.pub, s).(*stream)
-	if !ok || st == nil || st.dev != d {
-		return nil, driver.ForeignStreamError(d.who, op, s)
 	}
 	if st.destroyed.Load() {
 		return nil, st.destroyedError(op)
@@ -362,7 +342,7 @@ func (d *device) CopyHtoD(dst driver.Ptr, src []byte, s driver.Stream) error {
 		return err
 	}
 	if !d.pinned(src) {
-		return driver.NotPinnedError(d.who, "CopyHtoD", src)
+		return d.state.NotPinnedError("CopyHtoD", src)
 	}
 	return d.result("cuMemcpyHtoDAsync_v2", C.ak_htod_async(d.l, d.ctx, C.CUdeviceptr(dst),
 		unsafe.Pointer(unsafe.SliceData(src)), C.size_t(len(src)), st.h))
@@ -374,7 +354,7 @@ func (d *device) CopyDtoH(dst []byte, src driver.Ptr, s driver.Stream) error {
 		return err
 	}
 	if !d.pinned(dst) {
-		return driver.NotPinnedError(d.who, "CopyDtoH", dst)
+		return d.state.NotPinnedError("CopyDtoH", dst)
 	}
 	return d.result("cuMemcpyDtoHAsync_v2", C.ak_dtoh_async(d.l, d.ctx,
 		unsafe.Pointer(unsafe.SliceData(dst)), C.CUdeviceptr(src), C.size_t(len(dst)), st.h))

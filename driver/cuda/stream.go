@@ -33,7 +33,7 @@ type stream struct {
 	destroyed atomic.Bool
 }
 
-func (s *stream) Device() driver.Device { return s.dev.pub }
+func (s *stream) Device() driver.Device { return s.dev.state.Public }
 func (s *stream) ID() uint64            { return s.id }
 
 func (s *stream) check(op string) error {
@@ -47,7 +47,7 @@ func (s *stream) check(op string) error {
 }
 
 func (s *stream) destroyedError(op string) error {
-	return driver.DestroyedError(s.dev.who, op, "stream "+strconv.FormatUint(s.id, 10))
+	return s.dev.state.DestroyedError(op, "stream "+strconv.FormatUint(s.id, 10))
 }
 
 func (s *stream) Query() (bool, error) {
@@ -111,14 +111,14 @@ type event struct {
 	destroyed atomic.Bool
 }
 
-func (e *event) Device() driver.Device { return e.dev.pub }
+func (e *event) Device() driver.Device { return e.dev.state.Public }
 
 func (e *event) check(op string) error {
 	if err := e.dev.usable(op); err != nil {
 		return err
 	}
 	if e.destroyed.Load() {
-		return driver.DestroyedError(e.dev.who, op, "event")
+		return e.dev.state.DestroyedError(op, "event")
 	}
 	return nil
 }

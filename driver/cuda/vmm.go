@@ -26,7 +26,7 @@ func (v vmmOps) Granularity() uint64 { return v.d.granularity }
 // multiple checks n before the driver sees it, for a message that says what
 // is valid.
 func (v vmmOps) multiple(op, what string, n uint64, zeroOK bool) error {
-	return driver.CheckGranularity(v.d.who, op, what, n, v.d.granularity, zeroOK)
+	return v.d.state.CheckGranularity(op, what, n, v.d.granularity, zeroOK)
 }
 
 // AddressReserve reserves size bytes of virtual address space aligned to
@@ -39,7 +39,7 @@ func (v vmmOps) AddressReserve(size, alignment uint64) (driver.Ptr, error) {
 	if err := v.multiple(op, "size", size, false); err != nil {
 		return 0, err
 	}
-	if err := driver.CheckAlignment(v.d.who, op, alignment); err != nil {
+	if err := v.d.state.CheckAlignment(op, alignment); err != nil {
 		return 0, err
 	}
 	var p C.CUdeviceptr

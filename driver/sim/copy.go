@@ -9,7 +9,7 @@ import (
 // pinned checks that host, at [p, p+n), lies inside a live HostBuffer.
 func (d *Device) pinned(op string, host []byte, p, n uint64) error {
 	if err := d.host.check("host", p, n); err != nil {
-		return driver.NotPinnedError(d.who, op, host)
+		return d.state.NotPinnedError(op, host)
 	}
 	return nil
 }

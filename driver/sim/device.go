@@ -13,13 +13,6 @@ import (
 	"github.com/accelkit/accelkit/driver"
 )
 
-// Device states, in the order they may advance.
-const (
-	stateLive int32 = iota
-	stateLost
-	stateClosed
-)
-
 // Device is one simulated device. It implements driver.Device,
 // driver.PropertiesDevice, driver.VMM and driver.Peer, and carries the test
 // hooks (Gate, FailNthMalloc, SetFaultRate, FailStream, LoseDevice, Stats).
@@ -34,11 +27,12 @@ const (
 type Device struct {
 	drv     *Driver
 	ordinal int
-	who     string // "sim device N", the start of the device's errors
 	cfg     Config
-	public  driver.Device // what Driver.Device hands out: driver.Compose of d
-	state   atomic.Int32
-	stats   counters
+	// state names the device in errors ("sim device N"), holds what
+	// Driver.Device hands out (driver.Compose of d) and whether the device
+	// is live, lost or closed.
+	state driver.DeviceState
+	stats counters
 
 	mem  *table // device allocations and VMM reservations
 	host *table // HostAlloc buffers
@@ -65,7 +59,6 @@ func newDevice(drv *Driver, ordinal int) *Device {
 	d := &Device{
 		drv:     drv,
 		ordinal: ordinal,
-		who:     "sim device " + strconv.Itoa(ordinal),
 		cfg:     drv.cfg,
 		mem:     newTable(),
 		host:    newTable(),
@@ -84,7 +77,8 @@ func newDevice(drv *Driver, ordinal int) *Device {
 	if d.cfg.Peer {
 		caps.Peer = d
 	}
-	d.public = driver.Compose(d, caps)
+	d.state.Who = "sim device " + strconv.Itoa(ordinal)
+	d.state.Public = driver.Compose(d, caps)
 	d.defStream = newStream(d, 0)
 	d.streams[0] = d.defStream
 	d.nextStream = 1
@@ -103,28 +97,20 @@ func Hooks(dev driver.Device) *Device {
 	return nil
 }
 
-func (d *Device) live() bool { return d.state.Load() == stateLive }
+func (d *Device) live() bool { return d.state.Live() }
 
 // check reports why the device cannot be used: closed or lost.
-func (d *Device) check(op string) error {
-	switch d.state.Load() {
-	case stateClosed:
-		return driver.ClosedError(d.who, op)
-	case stateLost:
-		return fmt.Errorf("sim device %d: %s: %w (LoseDevice)", d.ordinal, op, driver.ErrDeviceLost)
-	}
-	return nil
+func (d *Device) check(op string) error { return d.state.Check(op) }
+
+// lose marks the device lost (LoseDevice) and wakes its waiters.
+func (d *Device) lose() {
+	d.state.Lose(fmt.Errorf("%w (LoseDevice)", driver.ErrDeviceLost))
+	d.abort()
 }
 
-// abort moves the device to state (lost or closed) and wakes every stream
-// goroutine and waiter, so gates open and waits end.
-func (d *Device) abort(state int32) {
-	for {
-		old := d.state.Load()
-		if old >= state || d.state.CompareAndSwap(old, state) {
-			break
-		}
-	}
+// abort wakes every stream goroutine and waiter after the device was lost
+// or closed, so gates open and waits end.
+func (d *Device) abort() {
 	d.abortOnce.Do(func() { close(d.abortC) })
 	// Streams of other devices may wait on this device's events: wake all.
 	var streams []*stream
@@ -174,12 +160,9 @@ func (d *Device) forget(s *stream) {
 // stream resolves s to a live stream of d; nil means the default stream
 // (driver.StreamOr).
 func (d *Device) stream(s driver.Stream, op string) (*stream, error) {
-	if err := d.check(op); err != nil {
+	st, ok := driver.StreamOr(d.state.Public, s).(*stream)
+	if err := d.state.CheckStream(op, s, ok && st != nil && st.dev == d); err != nil {
 		return nil, err
-	}
-	st, ok := driver.StreamOr(d.public, s).(*stream)
-	if !ok || st == nil || st.dev != d {
-		return nil, driver.ForeignStreamError(d.who, op, s)
 	}
 	st.mu.Lock()
 	err := st.usableLocked(op)
@@ -298,7 +281,7 @@ func (d *Device) Free(p driver.Ptr) error {
 	switch {
 	case r == nil:
 		d.mem.mu.Unlock()
-		return driver.UnknownPointerError(d.who, p)
+		return d.state.UnknownPointerError(p)
 	case r.kind != kindAlloc:
 		d.mem.mu.Unlock()
 		return fmt.Errorf("sim device %d: Free(%v): address is in a VMM reservation [%#x, %#x); release it with AddressFree: %w",
@@ -320,14 +303,8 @@ func (d *Device) Free(p driver.Ptr) error {
 // memlock limit allows. HostAlloc(0) returns an empty buffer without a
 // mapping.
 func (d *Device) HostAlloc(size int) (*driver.HostBuffer, error) {
-	if err := d.check("HostAlloc"); err != nil {
-		return nil, err
-	}
-	if err := driver.CheckHostAlloc(d.who, size); err != nil {
-		return nil, err
-	}
-	if size == 0 {
-		return driver.NewHostBuffer(d.public, []byte{}, &region{kind: kindHost}), nil
+	if b, err := d.state.CheckHostAlloc(size); b != nil || err != nil {
+		return b, err
 	}
 	if err := d.fault("HostAlloc", true); err != nil {
 		return nil, err
@@ -342,7 +319,7 @@ func (d *Device) HostAlloc(size int) (*driver.HostBuffer, error) {
 		return nil, fmt.Errorf("sim device %d: HostAlloc(%d): %w", d.ordinal, size, err)
 	}
 	r := &region{base: p, size: uint64(size), mapped: n, kind: kindHost}
-	r.buf = driver.NewHostBuffer(d.public, bytesAt(p, uint64(size)), r)
+	r.buf = driver.NewHostBuffer(d.state.Public, bytesAt(p, uint64(size)), r)
 	d.host.mu.Lock()
 	ok := d.host.insertLocked(r)
 	d.host.mu.Unlock()
@@ -356,22 +333,15 @@ func (d *Device) HostAlloc(size int) (*driver.HostBuffer, error) {
 // HostFree unmaps a buffer from HostAlloc. Copies still queued on it fail
 // when they run.
 func (d *Device) HostFree(b *driver.HostBuffer) error {
-	if err := d.check("HostFree"); err != nil {
-		return err
-	}
-	r, err := driver.HostBufferState[*region](d.who, d.public, b)
-	if err != nil {
+	r, ok, err := driver.HostBufferState[*region](&d.state, b)
+	if !ok {
 		return err
 	}
 	d.host.mu.Lock()
 	switch {
 	case r.dead:
 		d.host.mu.Unlock()
-		return driver.HostFreedError(d.who, int(r.size))
-	case r.size == 0:
-		r.dead = true
-		d.host.mu.Unlock()
-		return nil
+		return d.state.HostFreedError(int(r.size))
 	case d.host.findLocked(r.base) != r:
 		d.host.mu.Unlock()
 		return fmt.Errorf("sim device %d: HostFree: buffer is not a live HostAlloc buffer of this device: %w", d.ordinal, driver.ErrInvalidPointer)

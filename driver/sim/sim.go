@@ -205,7 +205,7 @@ func (drv *Driver) Device(ordinal int) (driver.Device, error) {
 	if err := driver.CheckOrdinal("sim", ordinal, len(drv.devices)); err != nil {
 		return nil, err
 	}
-	return drv.devices[ordinal].public, nil
+	return drv.devices[ordinal].state.Public, nil
 }
 
 func (drv *Driver) isClosed() bool {
@@ -227,7 +227,8 @@ func (drv *Driver) Close() error {
 	drv.closed = true
 	drv.mu.Unlock()
 	for _, d := range drv.devices {
-		d.abort(stateClosed)
+		d.state.Close()
+		d.abort()
 	}
 	var errs []error
 	for _, d := range drv.devices {

@@ -156,7 +156,7 @@ func (s *stream) usableLocked(op string) error {
 		return err
 	}
 	if s.destroyed {
-		return driver.DestroyedError(s.dev.who, op, "stream "+strconv.FormatUint(s.id, 10))
+		return s.dev.state.DestroyedError(op, "stream "+strconv.FormatUint(s.id, 10))
 	}
 	return nil
 }
@@ -185,7 +185,7 @@ func (s *stream) errAtLocked(pos uint64) error {
 }
 
 // Device returns the stream's device.
-func (s *stream) Device() driver.Device { return s.dev.public }
+func (s *stream) Device() driver.Device { return s.dev.state.Public }
 
 // ID returns the stream's ID; the default stream's is 0.
 func (s *stream) ID() uint64 { return s.id }
@@ -276,7 +276,7 @@ type event struct {
 }
 
 // Device returns the event's device.
-func (e *event) Device() driver.Device { return e.dev.public }
+func (e *event) Device() driver.Device { return e.dev.state.Public }
 
 // mark returns the recorded position, or an error if e cannot be used.
 func (e *event) mark(op string) (*stream, uint64, error) {
@@ -286,7 +286,7 @@ func (e *event) mark(op string) (*stream, uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.destroyed {
-		return nil, 0, driver.DestroyedError(e.dev.who, op, "event")
+		return nil, 0, e.dev.state.DestroyedError(op, "event")
 	}
 	return e.on, e.pos, nil
 }
@@ -318,7 +318,7 @@ func (e *event) Record(s driver.Stream) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.destroyed {
-		return driver.DestroyedError(e.dev.who, "Event.Record", "event")
+		return e.dev.state.DestroyedError("Event.Record", "event")
 	}
 	e.on, e.pos = st, pos
 	return nil

@@ -42,7 +42,7 @@ func (d *Device) vmmCheck(op string) error {
 
 // multiple checks that n is a positive multiple of the granularity.
 func (d *Device) multiple(op, what string, n uint64, zeroOK bool) error {
-	return driver.CheckGranularity(d.who, op, what, n, d.cfg.Granularity, zeroOK)
+	return d.state.CheckGranularity(op, what, n, d.cfg.Granularity, zeroOK)
 }
 
 // Granularity returns the VMM page size (Config.Granularity).
@@ -58,7 +58,7 @@ func (d *Device) AddressReserve(size, alignment uint64) (driver.Ptr, error) {
 	if err := d.multiple(op, "size", size, false); err != nil {
 		return 0, err
 	}
-	if err := driver.CheckAlignment(d.who, op, alignment); err != nil {
+	if err := d.state.CheckAlignment(op, alignment); err != nil {
 		return 0, err
 	}
 	if alignment > 1<<40 {

@@ -1,0 +1,203 @@
+package driver
+
+import (
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+	"unsafe"
+)
+
+// DeviceState is what every call on a backend's device checks first, kept
+// once for every backend: how the device's errors name it, the value the
+// backend hands out, and whether the device still takes calls (live, lost,
+// or its driver closed). Its methods and the functions taking it are the
+// contract checks, so that the same misuse is refused the same way, with
+// the same message, on every backend: each says what was wrong and what
+// is valid, and wraps the sentinel the conformance suite (drivertest)
+// expects. A backend keeps one DeviceState per device.
+//
+// Locking: none. Who and Public are set before the device is handed out
+// and never change; the lifecycle is one atomic pointer that only
+// advances (live, then lost, then closed).
+type DeviceState struct {
+	// Who names the device at the start of its errors: "sim device 0".
+	Who string
+	// Public is the value the backend hands out for the device (from
+	// Compose); buffers and streams of the device report it.
+	Public Device
+
+	end atomic.Pointer[deviceEnd] // nil while live
+}
+
+// deviceEnd is why a device takes no more calls.
+type deviceEnd struct {
+	closed bool  // its driver was closed
+	lost   error // else: the loss, wrapping ErrDeviceLost
+}
+
+// Check returns why the device cannot run op: ErrClosed after its driver
+// closed, the loss (ErrDeviceLost) after Lose, else nil.
+func (s *DeviceState) Check(op string) error {
+	e := s.end.Load()
+	switch {
+	case e == nil:
+		return nil
+	case e.closed:
+		return ClosedError(s.Who, op)
+	}
+	return fmt.Errorf("%s: %s: %w", s.Who, op, e.lost)
+}
+
+// Live reports whether the device takes calls: neither lost nor closed.
+func (s *DeviceState) Live() bool { return s.end.Load() == nil }
+
+// Lose marks the live device lost: every later Check returns err, which
+// should wrap ErrDeviceLost. It reports whether this call lost the device;
+// the first loss is the one kept, and a closed device stays closed.
+func (s *DeviceState) Lose(err error) bool {
+	return s.end.CompareAndSwap(nil, &deviceEnd{lost: err})
+}
+
+// Close marks the device closed, lost or not: every later Check returns
+// ErrClosed. It reports whether this call closed it.
+func (s *DeviceState) Close() bool {
+	closed := &deviceEnd{closed: true}
+	for {
+		e := s.end.Load()
+		if e != nil && e.closed {
+			return false
+		}
+		if s.end.CompareAndSwap(e, closed) {
+			return true
+		}
+	}
+}
+
+// CheckHostAlloc begins HostAlloc(size): the device's Check, then the size.
+// For size 0 it returns the empty buffer HostAlloc returns without a
+// driver call (HostBufferState frees it again); for size > 0 it returns
+// (nil, nil) and the backend allocates.
+func (s *DeviceState) CheckHostAlloc(size int) (*HostBuffer, error) {
+	if err := s.Check("HostAlloc"); err != nil {
+		return nil, err
+	}
+	switch {
+	case size < 0:
+		return nil, fmt.Errorf("%s: HostAlloc(%d): size must be >= 0: %w", s.Who, size, ErrInvalidValue)
+	case size == 0:
+		return NewHostBuffer(s.Public, []byte{}, new(emptyHost)), nil
+	}
+	return nil, nil
+}
+
+// emptyHost is the state of an empty buffer from CheckHostAlloc.
+type emptyHost struct{ freed atomic.Bool }
+
+// HostBufferState begins HostFree(b) on the device of s: the device's
+// Check, then b. It returns the bookkeeping the backend gave NewHostBuffer
+// and ok; when ok is false the backend returns err, which is nil when b
+// was an empty buffer of CheckHostAlloc, freed here. nil is
+// ErrInvalidValue; a buffer of another device or backend (its state not a
+// T) and a second HostFree of an empty buffer are ErrInvalidPointer.
+// Whether a backend's own buffer was freed already is the backend's to
+// check (HostFreedError).
+func HostBufferState[T any](s *DeviceState, b *HostBuffer) (state T, ok bool, err error) {
+	if err := s.Check("HostFree"); err != nil {
+		return state, false, err
+	}
+	if b == nil {
+		return state, false, fmt.Errorf("%s: HostFree(nil): %w", s.Who, ErrInvalidValue)
+	}
+	if b.Device() == s.Public {
+		if e, empty := b.State().(*emptyHost); empty {
+			if !e.freed.CompareAndSwap(false, true) {
+				return state, false, s.HostFreedError(0)
+			}
+			return state, false, nil
+		}
+		if state, ok = b.State().(T); ok {
+			return state, true, nil
+		}
+	}
+	return state, false, fmt.Errorf("%s: HostFree: buffer was not allocated by this device's HostAlloc: %w", s.Who, ErrInvalidPointer)
+}
+
+// HostFreedError is the error of HostFree on a buffer of size bytes that
+// was already freed.
+func (s *DeviceState) HostFreedError(size int) error {
+	return fmt.Errorf("%s: HostFree: buffer of %d bytes already freed: %w", s.Who, size, ErrInvalidPointer)
+}
+
+// CheckStream begins a call (op) that takes a stream st: the device's
+// Check, then whether st is one of the device's own streams. The backend
+// resolves st first, with StreamOr (nil is the device's default stream)
+// and a type assertion to its stream type, and passes as own whether that
+// gave a non-nil stream of this device; a stream that is not is
+// ErrInvalidValue. Whether the stream was destroyed is the backend's to
+// check (DestroyedError).
+//
+// The resolution stays with the backend because it is on every copy's
+// path: a generic one costs an indirect call per use.
+func (s *DeviceState) CheckStream(op string, st Stream, own bool) error {
+	if err := s.Check(op); err != nil {
+		return err
+	}
+	if !own {
+		return fmt.Errorf("%s: %s: stream %T is not a stream of this device: %w", s.Who, op, st, ErrInvalidValue)
+	}
+	return nil
+}
+
+// UnknownPointerError is the error of Free(p) when p is not a live Malloc
+// allocation of the device.
+func (s *DeviceState) UnknownPointerError(p Ptr) error {
+	return fmt.Errorf("%s: Free(%v): not a live allocation of this device (never allocated here, or already freed): %w", s.Who, p, ErrInvalidPointer)
+}
+
+// DestroyedError is the error of op on an object after its Destroy; what
+// names it, such as "stream 3" or "event".
+func (s *DeviceState) DestroyedError(op, what string) error {
+	return fmt.Errorf("%s: %s: %s was destroyed: %w", s.Who, op, what, ErrInvalidValue)
+}
+
+// NotPinnedError is the error of an asynchronous copy (op) whose host slice
+// b does not lie inside one live HostBuffer of the device.
+func (s *DeviceState) NotPinnedError(op string, b []byte) error {
+	return fmt.Errorf("%s: %s: %d bytes at %p are not inside a live HostBuffer of this device: %w",
+		s.Who, op, len(b), unsafe.SliceData(b), ErrNotPinned)
+}
+
+// CheckGranularity checks that n, the argument what of VMM call op, is a
+// multiple of granularity (> 0): a positive one, or also 0 when zeroOK (an
+// offset).
+func (s *DeviceState) CheckGranularity(op, what string, n, granularity uint64, zeroOK bool) error {
+	if (n == 0 && !zeroOK) || n%granularity != 0 {
+		return fmt.Errorf("%s: %s: %s %d is not a positive multiple of the granularity %d: %w",
+			s.Who, op, what, n, granularity, ErrInvalidValue)
+	}
+	return nil
+}
+
+// CheckAlignment checks the alignment given to VMM.AddressReserve: 0 (the
+// granularity) or a power of two.
+func (s *DeviceState) CheckAlignment(op string, alignment uint64) error {
+	if alignment != 0 && bits.OnesCount64(alignment) != 1 {
+		return fmt.Errorf("%s: %s: alignment %d is not 0 or a power of two: %w", s.Who, op, alignment, ErrInvalidValue)
+	}
+	return nil
+}
+
+// ClosedError is the error of op after the driver closed; who names the
+// driver or device, such as "sim" or "sim device 0".
+func ClosedError(who, op string) error {
+	return fmt.Errorf("%s: %s: driver %w", who, op, ErrClosed)
+}
+
+// CheckOrdinal checks the ordinal given to Driver.Device of a driver with
+// count devices; backend is the driver's name, such as "sim".
+func CheckOrdinal(backend string, ordinal, count int) error {
+	if ordinal < 0 || ordinal >= count {
+		return fmt.Errorf("%s: device ordinal %d out of range [0, %d): %w", backend, ordinal, count, ErrNoDevice)
+	}
+	return nil
+}
