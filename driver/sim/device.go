@@ -139,7 +139,7 @@ func (d *Device) shutdown() error {
 	}
 	d.mu.Lock()
 	for h, mh := range d.handles {
-		mh.close()
+		mh.closeLocked()
 		delete(d.handles, h)
 	}
 	d.used = 0

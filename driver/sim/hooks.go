@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 
 	"github.com/accelkit/accelkit/driver"
 )
@@ -26,6 +27,19 @@ type Stats struct {
 	// Successful VMM calls: allocators are judged by how few they make
 	// (SetAccess is the dear one on CUDA).
 	MemCreates, MemMaps, SetAccesses, MemUnmaps uint64
+}
+
+// counters backs Stats.
+//
+// Locking: none; every field is atomic, and Stats reads each on its own
+// (a snapshot is not atomic as a whole).
+type counters struct {
+	mallocs, frees, hostAllocs, hostFrees atomic.Uint64
+	bytesAllocated                        atomic.Int64
+	streamsCreated, eventsCreated         atomic.Uint64
+	eventRecords, eventQueries, copies    atomic.Uint64
+	memCreates, memMaps, setAccesses      atomic.Uint64
+	memUnmaps                             atomic.Uint64
 }
 
 // Stats returns the device's counters.

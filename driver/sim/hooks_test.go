@@ -450,8 +450,6 @@ func TestConcurrentUse(t *testing.T) {
 	}
 }
 
-// TestNoGoroutineLeak checks that stream goroutines end with Destroy and
-// Close.
 // simGoroutines counts the goroutines running code of package sim: other
 // goroutines (the runtime's, a previous test's timer winding down) come and
 // go on their own and made a plain runtime.NumGoroutine comparison flaky.
@@ -474,6 +472,8 @@ func simGoroutines() int {
 	return count
 }
 
+// TestNoGoroutineLeak checks that stream goroutines end with Destroy and
+// Close.
 func TestNoGoroutineLeak(t *testing.T) {
 	base := simGoroutines()
 	drv, err := sim.Open("devices=4")

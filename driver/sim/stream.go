@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 
 	"github.com/accelkit/accelkit/driver"
 )
@@ -370,14 +369,4 @@ func (e *event) Destroy() error {
 	e.destroyed = true
 	e.on = nil
 	return nil
-}
-
-// counters backs Stats.
-type counters struct {
-	mallocs, frees, hostAllocs, hostFrees atomic.Uint64
-	bytesAllocated                        atomic.Int64
-	streamsCreated, eventsCreated         atomic.Uint64
-	eventRecords, eventQueries, copies    atomic.Uint64
-	memCreates, memMaps, setAccesses      atomic.Uint64
-	memUnmaps                             atomic.Uint64
 }

@@ -19,8 +19,9 @@ type memHandle struct {
 	released bool
 }
 
-// close drops the file; mappings keep the memory until they go.
-func (h *memHandle) close() {
+// closeLocked drops the file; mappings keep the memory until they go.
+// Caller holds the device's mu.
+func (h *memHandle) closeLocked() {
 	if h.mem != nil {
 		h.mem.Close()
 		h.mem = nil
@@ -204,7 +205,7 @@ func (d *Device) MemRelease(id driver.MemHandle) error {
 		return err
 	}
 	h.released = true
-	h.close()
+	h.closeLocked()
 	done := h.mapped == 0
 	if done {
 		delete(d.handles, id)
