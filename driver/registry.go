@@ -21,7 +21,8 @@ type Prober func(dsn string) error
 
 // Backend is a backend as the registry knows it.
 type Backend struct {
-	// Name is the registry name: letters, digits, '-' and '_', not "auto".
+	// Name is the name Open takes; not empty or "auto". ACCELKIT_DRIVER
+	// can name it when it has only letters, digits, '-' and '_'.
 	Name string
 	// Open opens the backend.
 	Open Opener

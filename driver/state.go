@@ -38,11 +38,17 @@ type deviceEnd struct {
 // Check returns why the device cannot run op: ErrClosed after its driver
 // closed, the loss (ErrDeviceLost) after Lose, else nil.
 func (s *DeviceState) Check(op string) error {
+	if s.end.Load() != nil { // kept small to inline: every call begins here
+		return s.endError(op)
+	}
+	return nil
+}
+
+// endError is Check's error for a device that has ended. The end only
+// advances, so reading it again gives the latest.
+func (s *DeviceState) endError(op string) error {
 	e := s.end.Load()
-	switch {
-	case e == nil:
-		return nil
-	case e.closed:
+	if e.closed {
 		return ClosedError(s.Who, op)
 	}
 	return fmt.Errorf("%s: %s: %w", s.Who, op, e.lost)
@@ -139,13 +145,18 @@ func (s *DeviceState) HostFreedError(size int) error {
 // The resolution stays with the backend because it is on every copy's
 // path: a generic one costs an indirect call per use.
 func (s *DeviceState) CheckStream(op string, st Stream, own bool) error {
+	if s.end.Load() != nil || !own { // kept small to inline, as Check
+		return s.streamError(op, st)
+	}
+	return nil
+}
+
+// streamError is CheckStream's error: the device's, else a foreign stream.
+func (s *DeviceState) streamError(op string, st Stream) error {
 	if err := s.Check(op); err != nil {
 		return err
 	}
-	if !own {
-		return fmt.Errorf("%s: %s: stream %T is not a stream of this device: %w", s.Who, op, st, ErrInvalidValue)
-	}
-	return nil
+	return fmt.Errorf("%s: %s: stream %T is not a stream of this device: %w", s.Who, op, st, ErrInvalidValue)
 }
 
 // UnknownPointerError is the error of Free(p) when p is not a live Malloc

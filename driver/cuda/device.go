@@ -69,11 +69,11 @@ type device struct {
 type pinRange struct{ base, end uintptr }
 
 // hostMem is the backend state of a HostBuffer (HostAlloc(0)'s empty
-// buffers are driver.DeviceState's).
+// buffers are driver.DeviceState's, and the buffer's Device names its
+// device).
 //
 // Locking: none; freed is atomic, the rest fixed at HostAlloc.
 type hostMem struct {
-	dev   *device
 	base  unsafe.Pointer
 	size  int
 	freed atomic.Bool
@@ -169,9 +169,6 @@ func (d *device) capabilities() driver.Capabilities {
 	return caps
 }
 
-// usable reports why d cannot take calls: a closed driver or a lost device.
-func (d *device) usable(op string) error { return d.state.Check(op) }
-
 // result turns the CUresult of op into an error. A context-poisoning code
 // marks the device lost for good.
 func (d *device) result(op string, r C.CUresult) error {
@@ -189,7 +186,7 @@ func (d *device) Ordinal() int { return d.ordinal }
 func (d *device) Name() string { return d.name }
 
 func (d *device) MemInfo() (free, total uint64, err error) {
-	if err := d.usable("MemInfo"); err != nil {
+	if err := d.state.Check("MemInfo"); err != nil {
 		return 0, 0, err
 	}
 	var f, t C.size_t
@@ -200,7 +197,7 @@ func (d *device) MemInfo() (free, total uint64, err error) {
 }
 
 func (d *device) Malloc(size uint64) (driver.Ptr, error) {
-	if err := d.usable("Malloc"); err != nil {
+	if err := d.state.Check("Malloc"); err != nil {
 		return 0, err
 	}
 	if size == 0 {
@@ -221,7 +218,7 @@ func (d *device) Malloc(size uint64) (driver.Ptr, error) {
 // the set of live allocations, without a driver call: CUDA's answer to them
 // ranges from an error to a poisoned context.
 func (d *device) Free(p driver.Ptr) error {
-	if err := d.usable("Free"); err != nil {
+	if err := d.state.Check("Free"); err != nil {
 		return err
 	}
 	if p == 0 {
@@ -256,7 +253,7 @@ func (d *device) HostAlloc(size int) (*driver.HostBuffer, error) {
 	i, _ := slices.BinarySearchFunc(d.pins, base, func(r pinRange, b uintptr) int { return cmpUintptr(r.base, b) })
 	d.pins = slices.Insert(d.pins, i, pinRange{base, base + uintptr(size)})
 	d.pinMu.Unlock()
-	return driver.NewHostBuffer(d.state.Public, unsafe.Slice((*byte)(p), size), &hostMem{dev: d, base: p, size: size}), nil
+	return driver.NewHostBuffer(d.state.Public, unsafe.Slice((*byte)(p), size), &hostMem{base: p, size: size}), nil
 }
 
 func (d *device) HostFree(b *driver.HostBuffer) error {
@@ -315,7 +312,7 @@ func (d *device) stream(s driver.Stream, op string) (*stream, error) {
 func (d *device) DefaultStream() driver.Stream { return d.defStream }
 
 func (d *device) NewStream() (driver.Stream, error) {
-	if err := d.usable("NewStream"); err != nil {
+	if err := d.state.Check("NewStream"); err != nil {
 		return nil, err
 	}
 	var h C.CUstream
@@ -326,7 +323,7 @@ func (d *device) NewStream() (driver.Stream, error) {
 }
 
 func (d *device) NewEvent() (driver.Event, error) {
-	if err := d.usable("NewEvent"); err != nil {
+	if err := d.state.Check("NewEvent"); err != nil {
 		return nil, err
 	}
 	var h C.CUevent
@@ -381,7 +378,7 @@ func (d *device) Memset(dst driver.Ptr, v byte, n uint64, s driver.Stream) error
 // synchronizes the default stream after cuMemcpyHtoD_v2, which may return
 // as soon as pageable data is staged. src is only used during the call.
 func (d *device) CopyHtoDSync(dst driver.Ptr, src []byte) error {
-	if err := d.usable("CopyHtoDSync"); err != nil || len(src) == 0 {
+	if err := d.state.Check("CopyHtoDSync"); err != nil || len(src) == 0 {
 		return err
 	}
 	return d.result("cuMemcpyHtoD_v2", C.ak_htod_sync(d.l, d.ctx, C.CUdeviceptr(dst),
@@ -391,7 +388,7 @@ func (d *device) CopyHtoDSync(dst driver.Ptr, src []byte) error {
 // CopyDtoHSync copies to any memory after the work on the legacy default
 // stream; cuMemcpyDtoH_v2 returns when the data has arrived.
 func (d *device) CopyDtoHSync(dst []byte, src driver.Ptr) error {
-	if err := d.usable("CopyDtoHSync"); err != nil || len(dst) == 0 {
+	if err := d.state.Check("CopyDtoHSync"); err != nil || len(dst) == 0 {
 		return err
 	}
 	return d.result("cuMemcpyDtoH_v2", C.ak_dtoh_sync(d.l, d.ctx,
@@ -400,7 +397,7 @@ func (d *device) CopyDtoHSync(dst []byte, src driver.Ptr) error {
 
 // Synchronize waits for all work of the device's primary context.
 func (d *device) Synchronize() error {
-	if err := d.usable("Synchronize"); err != nil {
+	if err := d.state.Check("Synchronize"); err != nil {
 		return err
 	}
 	return d.result("cuCtxSynchronize", C.ak_ctx_sync(d.l, d.ctx))
@@ -410,7 +407,7 @@ func (d *device) Synchronize() error {
 // the library path, and whether VMM and peer access are offered and why
 // not.
 func (d *device) Properties() (driver.Properties, error) {
-	if err := d.usable("Properties"); err != nil {
+	if err := d.state.Check("Properties"); err != nil {
 		return driver.Properties{}, err
 	}
 	attrs := map[string]string{

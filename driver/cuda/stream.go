@@ -37,7 +37,7 @@ func (s *stream) Device() driver.Device { return s.dev.state.Public }
 func (s *stream) ID() uint64            { return s.id }
 
 func (s *stream) check(op string) error {
-	if err := s.dev.usable(op); err != nil {
+	if err := s.dev.state.Check(op); err != nil {
 		return err
 	}
 	if s.destroyed.Load() {
@@ -92,7 +92,7 @@ func (s *stream) Destroy() error {
 	if s.h == nil {
 		return fmt.Errorf("cuda device %d: the default stream cannot be destroyed: %w", s.dev.ordinal, driver.ErrInvalidValue)
 	}
-	if err := s.dev.usable("Stream.Destroy"); err != nil {
+	if err := s.dev.state.Check("Stream.Destroy"); err != nil {
 		return err
 	}
 	if !s.destroyed.CompareAndSwap(false, true) {
@@ -114,7 +114,7 @@ type event struct {
 func (e *event) Device() driver.Device { return e.dev.state.Public }
 
 func (e *event) check(op string) error {
-	if err := e.dev.usable(op); err != nil {
+	if err := e.dev.state.Check(op); err != nil {
 		return err
 	}
 	if e.destroyed.Load() {
@@ -158,7 +158,7 @@ func (e *event) Synchronize() error {
 }
 
 func (e *event) Destroy() error {
-	if err := e.dev.usable("Event.Destroy"); err != nil {
+	if err := e.dev.state.Check("Event.Destroy"); err != nil {
 		return err
 	}
 	if !e.destroyed.CompareAndSwap(false, true) {

@@ -33,7 +33,7 @@ func (v vmmOps) multiple(op, what string, n uint64, zeroOK bool) error {
 // alignment (0: the granularity; otherwise a power of two).
 func (v vmmOps) AddressReserve(size, alignment uint64) (driver.Ptr, error) {
 	const op = "AddressReserve"
-	if err := v.d.usable(op); err != nil {
+	if err := v.d.state.Check(op); err != nil {
 		return 0, err
 	}
 	if err := v.multiple(op, "size", size, false); err != nil {
@@ -51,7 +51,7 @@ func (v vmmOps) AddressReserve(size, alignment uint64) (driver.Ptr, error) {
 
 // AddressFree releases a whole reservation; nothing may be mapped in it.
 func (v vmmOps) AddressFree(p driver.Ptr, size uint64) error {
-	if err := v.d.usable("AddressFree"); err != nil {
+	if err := v.d.state.Check("AddressFree"); err != nil {
 		return err
 	}
 	return v.d.result("cuMemAddressFree", C.ak_addr_free(v.d.l, v.d.ctx, C.CUdeviceptr(p), C.size_t(size)))
@@ -60,7 +60,7 @@ func (v vmmOps) AddressFree(p driver.Ptr, size uint64) error {
 // MemCreate creates size bytes of physical memory on the device.
 func (v vmmOps) MemCreate(size uint64) (driver.MemHandle, error) {
 	const op = "MemCreate"
-	if err := v.d.usable(op); err != nil {
+	if err := v.d.state.Check(op); err != nil {
 		return 0, err
 	}
 	if err := v.multiple(op, "size", size, false); err != nil {
@@ -75,7 +75,7 @@ func (v vmmOps) MemCreate(size uint64) (driver.MemHandle, error) {
 
 // MemRelease releases h; CUDA frees the memory once no mapping uses it.
 func (v vmmOps) MemRelease(h driver.MemHandle) error {
-	if err := v.d.usable("MemRelease"); err != nil {
+	if err := v.d.state.Check("MemRelease"); err != nil {
 		return err
 	}
 	return v.d.result("cuMemRelease", C.ak_mem_release(v.d.l, v.d.ctx, C.CUmemGenericAllocationHandle(h)))
@@ -84,7 +84,7 @@ func (v vmmOps) MemRelease(h driver.MemHandle) error {
 // MemMap maps [offset, offset+size) of h at p, inside a reservation.
 func (v vmmOps) MemMap(p driver.Ptr, size, offset uint64, h driver.MemHandle) error {
 	const op = "MemMap"
-	if err := v.d.usable(op); err != nil {
+	if err := v.d.state.Check(op); err != nil {
 		return err
 	}
 	if err := v.multiple(op, "size", size, false); err != nil {
@@ -98,7 +98,7 @@ func (v vmmOps) MemMap(p driver.Ptr, size, offset uint64, h driver.MemHandle) er
 
 // MemUnmap unmaps [p, p+size), which must cover whole mappings.
 func (v vmmOps) MemUnmap(p driver.Ptr, size uint64) error {
-	if err := v.d.usable("MemUnmap"); err != nil {
+	if err := v.d.state.Check("MemUnmap"); err != nil {
 		return err
 	}
 	return v.d.result("cuMemUnmap", C.ak_mem_unmap(v.d.l, v.d.ctx, C.CUdeviceptr(p), C.size_t(size)))
@@ -106,7 +106,7 @@ func (v vmmOps) MemUnmap(p driver.Ptr, size uint64) error {
 
 // SetAccess grants the device read-write access to the mapped [p, p+size).
 func (v vmmOps) SetAccess(p driver.Ptr, size uint64) error {
-	if err := v.d.usable("SetAccess"); err != nil {
+	if err := v.d.state.Check("SetAccess"); err != nil {
 		return err
 	}
 	return v.d.result("cuMemSetAccess", C.ak_set_access(v.d.l, v.d.ctx, v.d.cu, C.CUdeviceptr(p), C.size_t(size)))
@@ -118,7 +118,7 @@ type peerOps struct{ d *device }
 
 // peerOf resolves another device of the same driver.
 func (o peerOps) peerOf(op string, peer driver.Device) (*device, error) {
-	if err := o.d.usable(op); err != nil {
+	if err := o.d.state.Check(op); err != nil {
 		return nil, err
 	}
 	pd := asDevice(peer)
@@ -173,7 +173,7 @@ func (o peerOps) CopyPeer(dst, src driver.Ptr, srcDev driver.Device, n uint64, s
 	if err != nil || n == 0 {
 		return err
 	}
-	if err := sd.usable(op); err != nil {
+	if err := sd.state.Check(op); err != nil {
 		return err
 	}
 	return o.d.result("cuMemcpyPeerAsync", C.ak_copy_peer(o.d.l, o.d.ctx, C.CUdeviceptr(dst), C.CUdeviceptr(src), sd.ctx, C.size_t(n), st.h))

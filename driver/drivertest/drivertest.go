@@ -1,14 +1,19 @@
 // Package drivertest is the conformance suite every accelkit driver backend
 // must pass, in the manner of testing/fstest: Run opens the backend afresh
 // for each subtest and checks the rules of package driver (allocation and
-// capacity, copy round trips, stream order, event semantics, pinned-memory
-// and destroyed-object errors, sticky errors, error mapping, and VMM and
-// Peer when offered). A failure message names the rule that was broken.
+// capacity, copy round trips, stream order, event semantics, the nil stream
+// as the default stream, pinned-memory and destroyed-object errors, sticky
+// errors, error mapping, Close, and VMM and Peer when offered). A failure
+// message names the rule that was broken.
 //
 // The suite uses only the driver interfaces. Checks that need failures on
 // demand use the optional Faults interface when the device offers it and
 // are skipped otherwise.
 package drivertest
+
+// This file is the runner: Run, the per-subtest env and the helpers the
+// rules share. The rules are in memory.go, streams.go, errors.go and
+// capabilities.go, and OpenDevice in open.go.
 
 import (
 	"errors"

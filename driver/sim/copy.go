@@ -213,7 +213,7 @@ func (d *Device) CopyDtoHSync(dst []byte, src driver.Ptr) error {
 // syncPrologue checks the device, injects faults and waits for the default
 // stream.
 func (d *Device) syncPrologue(op string) error {
-	if err := d.check(op); err != nil {
+	if err := d.state.Check(op); err != nil {
 		return err
 	}
 	if err := d.fault(op, false); err != nil {

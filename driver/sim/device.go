@@ -99,9 +99,6 @@ func Hooks(dev driver.Device) *Device {
 
 func (d *Device) live() bool { return d.state.Live() }
 
-// check reports why the device cannot be used: closed or lost.
-func (d *Device) check(op string) error { return d.state.Check(op) }
-
 // lose marks the device lost (LoseDevice) and wakes its waiters.
 func (d *Device) lose() {
 	d.state.Lose(fmt.Errorf("%w (LoseDevice)", driver.ErrDeviceLost))
@@ -178,7 +175,7 @@ func (d *Device) Name() string { return "accelkit sim device " + strconv.Itoa(d.
 
 // Properties describes the device; Simulated is true.
 func (d *Device) Properties() (driver.Properties, error) {
-	if err := d.check("Properties"); err != nil {
+	if err := d.state.Check("Properties"); err != nil {
 		return driver.Properties{}, err
 	}
 	return driver.Properties{
@@ -198,7 +195,7 @@ func (d *Device) Properties() (driver.Properties, error) {
 // MemInfo reports free and total device memory: total is the capacity, free
 // what Malloc and MemCreate have not charged (page-rounded sizes).
 func (d *Device) MemInfo() (free, total uint64, err error) {
-	if err := d.check("MemInfo"); err != nil {
+	if err := d.state.Check("MemInfo"); err != nil {
 		return 0, 0, err
 	}
 	d.mu.Lock()
@@ -229,7 +226,7 @@ func (d *Device) refund(n uint64) {
 // Malloc maps size bytes of device memory; the pointer is its real address.
 // The capacity is charged the size rounded up to the page.
 func (d *Device) Malloc(size uint64) (driver.Ptr, error) {
-	if err := d.check("Malloc"); err != nil {
+	if err := d.state.Check("Malloc"); err != nil {
 		return 0, err
 	}
 	if size == 0 {
@@ -255,7 +252,7 @@ func (d *Device) Malloc(size uint64) (driver.Ptr, error) {
 	ok := d.mem.insertLocked(&region{base: p, size: size, mapped: n, kind: kindAlloc})
 	d.mem.mu.Unlock()
 	if !ok { // Close ran meanwhile: undo the mapping, reporting a failed munmap too
-		return 0, errors.Join(d.check("Malloc"), unmap(p, n))
+		return 0, errors.Join(d.state.Check("Malloc"), unmap(p, n))
 	}
 	d.stats.mallocs.Add(1)
 	return driver.Ptr(p), nil
@@ -270,7 +267,7 @@ func (d *Device) free() uint64 {
 // Free unmaps memory from Malloc. Work still queued on it fails when it
 // runs (a sticky error on its stream).
 func (d *Device) Free(p driver.Ptr) error {
-	if err := d.check("Free"); err != nil {
+	if err := d.state.Check("Free"); err != nil {
 		return err
 	}
 	if p == 0 {
@@ -324,7 +321,7 @@ func (d *Device) HostAlloc(size int) (*driver.HostBuffer, error) {
 	ok := d.host.insertLocked(r)
 	d.host.mu.Unlock()
 	if !ok { // Close ran meanwhile: undo the mapping, reporting a failed munmap too
-		return nil, errors.Join(d.check("HostAlloc"), unmap(p, n))
+		return nil, errors.Join(d.state.Check("HostAlloc"), unmap(p, n))
 	}
 	d.stats.hostAllocs.Add(1)
 	return r.buf, nil
@@ -357,7 +354,7 @@ func (d *Device) DefaultStream() driver.Stream { return d.defStream }
 
 // NewStream creates a stream with its own goroutine; Destroy ends it.
 func (d *Device) NewStream() (driver.Stream, error) {
-	if err := d.check("NewStream"); err != nil {
+	if err := d.state.Check("NewStream"); err != nil {
 		return nil, err
 	}
 	if err := d.fault("NewStream", false); err != nil {
@@ -367,7 +364,7 @@ func (d *Device) NewStream() (driver.Stream, error) {
 	defer d.mu.Unlock()
 	// Checked again under mu: abort sets the state before it takes mu to
 	// collect the streams, so a stream made here is seen by Close.
-	if err := d.check("NewStream"); err != nil {
+	if err := d.state.Check("NewStream"); err != nil {
 		return nil, err
 	}
 	id := d.nextStream
@@ -380,7 +377,7 @@ func (d *Device) NewStream() (driver.Stream, error) {
 
 // NewEvent creates an event.
 func (d *Device) NewEvent() (driver.Event, error) {
-	if err := d.check("NewEvent"); err != nil {
+	if err := d.state.Check("NewEvent"); err != nil {
 		return nil, err
 	}
 	if err := d.fault("NewEvent", false); err != nil {
@@ -393,7 +390,7 @@ func (d *Device) NewEvent() (driver.Event, error) {
 // Synchronize waits for the work queued on every stream of the device and
 // returns the streams' sticky errors.
 func (d *Device) Synchronize() error {
-	if err := d.check("Synchronize"); err != nil {
+	if err := d.state.Check("Synchronize"); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -409,7 +406,7 @@ func (d *Device) Synchronize() error {
 		errs = append(errs, s.err)
 		s.mu.Unlock()
 	}
-	if err := d.check("Synchronize"); err != nil {
+	if err := d.state.Check("Synchronize"); err != nil {
 		return err
 	}
 	return errors.Join(errs...)

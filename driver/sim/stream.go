@@ -151,7 +151,7 @@ func (s *stream) pushLocked(it item) {
 
 // usableLocked reports why no work may be queued on s. Caller holds mu.
 func (s *stream) usableLocked(op string) error {
-	if err := s.dev.check(op); err != nil {
+	if err := s.dev.state.Check(op); err != nil {
 		return err
 	}
 	if s.destroyed {
@@ -207,7 +207,7 @@ func (s *stream) Synchronize() error {
 		return err
 	}
 	s.waitPosLocked(s.enq, true)
-	if err := s.dev.check("Stream.Synchronize"); err != nil {
+	if err := s.dev.state.Check("Stream.Synchronize"); err != nil {
 		return err
 	}
 	return s.err
@@ -238,7 +238,7 @@ func (s *stream) WaitEvent(e driver.Event) error {
 		on.mu.Lock()
 		on.waitPosLocked(pos, false)
 		on.mu.Unlock()
-		if err := on.dev.check("WaitEvent"); err != nil && on.dev != s.dev {
+		if err := on.dev.state.Check("WaitEvent"); err != nil && on.dev != s.dev {
 			return fmt.Errorf("sim device %d stream %d: waited-on event's device: %w", s.dev.ordinal, s.id, err)
 		}
 		return nil
@@ -279,7 +279,7 @@ func (e *event) Device() driver.Device { return e.dev.state.Public }
 
 // mark returns the recorded position, or an error if e cannot be used.
 func (e *event) mark(op string) (*stream, uint64, error) {
-	if err := e.dev.check(op); err != nil {
+	if err := e.dev.state.Check(op); err != nil {
 		return nil, 0, err
 	}
 	e.mu.Lock()
@@ -350,7 +350,7 @@ func (e *event) Synchronize() error {
 	on.waitPosLocked(pos, true)
 	err = on.errAtLocked(pos)
 	on.mu.Unlock()
-	if derr := e.dev.check("Event.Synchronize"); derr != nil {
+	if derr := e.dev.state.Check("Event.Synchronize"); derr != nil {
 		return derr
 	}
 	return err
@@ -358,7 +358,7 @@ func (e *event) Synchronize() error {
 
 // Destroy releases the event; later use of it is an error.
 func (e *event) Destroy() error {
-	if err := e.dev.check("Event.Destroy"); err != nil {
+	if err := e.dev.state.Check("Event.Destroy"); err != nil {
 		return err
 	}
 	e.mu.Lock()

@@ -32,7 +32,7 @@ func (h *memHandle) closeLocked() {
 // the Config has VMM off (a *Device reached through Hooks has the methods
 // either way).
 func (d *Device) vmmCheck(op string) error {
-	if err := d.check(op); err != nil {
+	if err := d.state.Check(op); err != nil {
 		return err
 	}
 	if !d.cfg.VMM {
@@ -84,7 +84,7 @@ func (d *Device) AddressReserve(size, alignment uint64) (driver.Ptr, error) {
 	ok := d.mem.insertLocked(r)
 	d.mem.mu.Unlock()
 	if !ok { // Close ran meanwhile: undo the mapping, reporting a failed munmap too
-		return 0, errors.Join(d.check(op), unmap(p, size))
+		return 0, errors.Join(d.state.Check(op), unmap(p, size))
 	}
 	return driver.Ptr(p), nil
 }
@@ -330,7 +330,7 @@ func (d *Device) MemUnmap(p driver.Ptr, size uint64) error {
 // CanAccessPeer reports whether d can access peer's memory: true for another
 // device of the same sim driver when peer access is configured.
 func (d *Device) CanAccessPeer(peer driver.Device) (bool, error) {
-	if err := d.check("CanAccessPeer"); err != nil {
+	if err := d.state.Check("CanAccessPeer"); err != nil {
 		return false, err
 	}
 	pd := Hooks(peer)
@@ -366,7 +366,7 @@ func (d *Device) CopyPeer(dst, src driver.Ptr, srcDev driver.Device, n uint64, s
 	if sd == nil || sd.drv != d.drv {
 		return fmt.Errorf("sim device %d: %s: source device %T is not a device of this sim driver: %w", d.ordinal, op, srcDev, driver.ErrInvalidValue)
 	}
-	if err := sd.check(op); err != nil {
+	if err := sd.state.Check(op); err != nil {
 		return err
 	}
 	if n == 0 {
