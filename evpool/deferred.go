@@ -155,8 +155,8 @@ func (d *Deferred) Defer(streams []driver.Stream, fn func(err error)) error {
 	)
 	keys, uniq := keyBuf[:0], streamBuf[:0]
 	for _, s := range streams {
-		if s == nil && d.pool.dev != nil {
-			s = d.pool.dev.DefaultStream() // nil is the default stream, as NULL is in CUDA
+		if d.pool.dev != nil {
+			s = driver.StreamOr(d.pool.dev, s)
 		}
 		if s == nil {
 			return fmt.Errorf("evpool: defer: a nil stream on a pool without a device names no stream: %w", driver.ErrInvalidValue)

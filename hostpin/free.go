@@ -41,9 +41,7 @@ func (c *core) recordStream(b *Buffer, s driver.Stream) error {
 	if b.blk == nil {
 		return nil // empty buffer: nothing to protect
 	}
-	if s == nil {
-		s = c.dev.DefaultStream() // as NULL is in CUDA
-	}
+	s = driver.StreamOr(c.dev, s)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b.freed {

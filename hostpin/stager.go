@@ -153,13 +153,6 @@ func NewStager(src Source, opts StagerOptions) (*Stager, error) {
 // Options returns the options in effect, defaults filled in.
 func (s *Stager) Options() StagerOptions { return s.opts }
 
-// stream resolves st: nil is the device's default stream.
-func (s *Stager) stream(st driver.Stream) driver.Stream {
-	if st == nil {
-		return s.dev.DefaultStream()
-	}
-	return st
-}
 
 // CopyHtoD copies src to device memory at dst, ordered on st (nil: the
 // device's default stream) after the work already queued there. It returns
@@ -168,7 +161,7 @@ func (s *Stager) stream(st driver.Stream) driver.Stream {
 // cancellation it issues no further chunks, waits for those in flight and
 // returns ctx.Err(); driver errors are returned wrapped.
 func (s *Stager) CopyHtoD(ctx context.Context, dst driver.Ptr, src []byte, st driver.Stream) error {
-	st = s.stream(st)
+	st = driver.StreamOr(s.dev, st)
 	if err := ctx.Err(); err != nil || len(src) == 0 {
 		return err
 	}
@@ -214,7 +207,7 @@ func (s *Stager) CopyHtoD(ctx context.Context, dst driver.Ptr, src []byte, st dr
 // returns ctx.Err() (dst is then partly written); driver errors are
 // returned wrapped.
 func (s *Stager) CopyDtoH(ctx context.Context, dst []byte, src driver.Ptr, st driver.Stream) error {
-	st = s.stream(st)
+	st = driver.StreamOr(s.dev, st)
 	if err := ctx.Err(); err != nil || len(dst) == 0 {
 		return err
 	}
