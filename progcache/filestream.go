@@ -878,16 +878,6 @@ type EntryInfo struct {
 	MovedTo string `json:"moved_to,omitempty"`
 }
 
-// MarshalText lets EntryInfo's key print as hex in JSON.
-func (k Key) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
-
-// UnmarshalText parses the hex form.
-func (k *Key) UnmarshalText(b []byte) error {
-	p, err := ParseKey(string(b))
-	*k = p
-	return err
-}
-
 // Entries lists the entries, least recently used first, reading each to
 // report its kind and name, and the foreign things in entries/. With
 // verify set, corrupt entries are removed and counted (as Get would) and
