@@ -154,8 +154,11 @@ type boltEntry struct {
 // aside and rebuilt (see SetAside), or, read-only or behind a symbolic
 // link, reported with an error wrapping ErrCorrupt.
 func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
-	if opts.MaxBytes < 0 || opts.Timeout < 0 {
-		return nil, fmt.Errorf("progcache: bolt cap %d bytes, timeout %v: must be 0 (default) or positive: %w", opts.MaxBytes, opts.Timeout, ErrInvalidConfig)
+	if opts.MaxBytes < 0 {
+		return nil, fmt.Errorf("progcache: BoltOptions.MaxBytes %d: want 0 (no cap) or a positive byte count: %w", opts.MaxBytes, ErrInvalidConfig)
+	}
+	if opts.Timeout < 0 {
+		return nil, fmt.Errorf("progcache: BoltOptions.Timeout %v: want 0 (DefaultBoltTimeout) or a positive duration: %w", opts.Timeout, ErrInvalidConfig)
 	}
 	if err := opts.Record.validate(); err != nil {
 		return nil, err

@@ -343,9 +343,19 @@ func TestBoltAccessBatch(t *testing.T) {
 }
 
 func TestBoltCaps(t *testing.T) {
-	for _, o := range []BoltOptions{{MaxBytes: -1}, {Timeout: -1}} {
-		if _, err := OpenBolt(filepath.Join(t.TempDir(), "x.db"), o); !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("OpenBolt(%+v) = %v, want ErrInvalidConfig", o, err)
+	for _, tc := range []struct {
+		o     BoltOptions
+		field string // the field and value the error must name
+	}{
+		{BoltOptions{MaxBytes: -1}, "BoltOptions.MaxBytes -1"},
+		{BoltOptions{Timeout: -1}, "BoltOptions.Timeout -1ns"},
+		{BoltOptions{Record: RecordOptions{MACKey: make([]byte, 65)}}, "RecordOptions.MACKey of 65 bytes"},
+	} {
+		_, err := OpenBolt(filepath.Join(t.TempDir(), "x.db"), tc.o)
+		if !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("OpenBolt(%+v) = %v, want ErrInvalidConfig", tc.o, err)
+		} else if !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("OpenBolt(%+v) = %v; the error must name the field and value (%q)", tc.o, err, tc.field)
 		}
 	}
 }

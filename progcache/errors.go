@@ -2,7 +2,10 @@ package progcache
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
+
+	"github.com/accelkit/accelkit/driver"
 )
 
 // Sentinel errors. Functions wrap them with %w and a message that says what
@@ -40,8 +43,9 @@ var (
 	// ErrInvalidConfig reports a bad backend configuration (e.g. a negative
 	// cap).
 	ErrInvalidConfig = errors.New("progcache: invalid configuration")
-	// ErrClosed reports use of a closed cache.
-	ErrClosed = errors.New("progcache: cache closed")
+	// ErrClosed reports use of a closed cache. It wraps driver.ErrClosed,
+	// so one errors.Is(err, driver.ErrClosed) serves every accelkit module.
+	ErrClosed = fmt.Errorf("progcache: cache closed: %w", driver.ErrClosed)
 	// ErrReadOnly reports a change asked of a cache opened read-only
 	// (FileStreamOptions.ReadOnly, BoltOptions.ReadOnly), which never
 	// changes anything on disk.

@@ -114,9 +114,10 @@ type FileStreamOptions struct {
 	// DefaultTempLease.
 	TempLease time.Duration
 	// LockLease is the heartbeat age after which this process breaks a
-	// GetOrCompile lock; 0 means DefaultLockLease. It is written into the
-	// lock files this process takes, and a waiter honours the lease of
-	// the holder, not its own.
+	// GetOrCompile lock; 0 means DefaultLockLease, and a lease set must be
+	// at least 1 ms (the heartbeat runs every LockLease/4). It is written
+	// into the lock files this process takes, and a waiter honours the
+	// lease of the holder, not its own.
 	LockLease time.Duration
 	// Record selects CRC-32C (zero value) or a keyed MAC. Every process
 	// sharing the directory must use the same MAC key; an entry sealed
@@ -135,6 +136,29 @@ type FileStreamOptions struct {
 	// root should be paired with a MACKey. Unix only; Windows has no such
 	// mode bits.
 	AllowSharedRoot bool
+}
+
+// minLockLease is the shortest LockLease accepted: the heartbeat runs every
+// LockLease/4, and a shorter lease would only make it spin.
+const minLockLease = time.Millisecond
+
+// validate checks every field against its range; the error names the
+// field, its value and what is valid.
+func (o FileStreamOptions) validate() error {
+	bad := func(field string, v any, want string) error {
+		return fmt.Errorf("progcache: FileStreamOptions.%s %v: want %s: %w", field, v, want, ErrInvalidConfig)
+	}
+	switch {
+	case o.MaxBytes < 0:
+		return bad("MaxBytes", o.MaxBytes, "0 (no cap) or a positive byte count")
+	case o.MaxEntryBytes < 0:
+		return bad("MaxEntryBytes", o.MaxEntryBytes, "0 (DefaultMaxEntryBytes) or a positive byte count")
+	case o.TempLease < 0:
+		return bad("TempLease", o.TempLease, "0 (DefaultTempLease) or a positive duration")
+	case o.LockLease < 0 || (o.LockLease > 0 && o.LockLease < minLockLease):
+		return bad("LockLease", o.LockLease, fmt.Sprintf("0 (DefaultLockLease) or at least %v", minLockLease))
+	}
+	return o.Record.validate()
 }
 
 // FileStream is a directory-backed cache, safe for concurrent use by many
@@ -179,13 +203,7 @@ type fsHooks struct {
 // directory dir. It sweeps expired temp files and scans the entries to
 // start the byte count.
 func OpenFileStream(dir string, opts FileStreamOptions) (*FileStream, error) {
-	if opts.MaxBytes < 0 || opts.MaxEntryBytes < 0 {
-		return nil, fmt.Errorf("progcache: filestream byte cap %d, entry cap %d: each must be 0 (default) or positive: %w", opts.MaxBytes, opts.MaxEntryBytes, ErrInvalidConfig)
-	}
-	if opts.TempLease < 0 || opts.LockLease < 0 {
-		return nil, fmt.Errorf("progcache: filestream leases must not be negative: %w", ErrInvalidConfig)
-	}
-	if err := opts.Record.validate(); err != nil {
+	if err := opts.validate(); err != nil {
 		return nil, err
 	}
 	if opts.TempLease == 0 {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -164,9 +165,22 @@ func TestFileStreamSync(t *testing.T) {
 }
 
 func TestFileStreamCaps(t *testing.T) {
-	for _, o := range []FileStreamOptions{{MaxBytes: -1}, {TempLease: -1}, {LockLease: -1}} {
-		if _, err := OpenFileStream(t.TempDir(), o); err == nil {
-			t.Errorf("OpenFileStream(%+v) must fail", o)
+	for _, tc := range []struct {
+		o     FileStreamOptions
+		field string // the field and value the error must name
+	}{
+		{FileStreamOptions{MaxBytes: -1}, "FileStreamOptions.MaxBytes -1"},
+		{FileStreamOptions{MaxEntryBytes: -1}, "FileStreamOptions.MaxEntryBytes -1"},
+		{FileStreamOptions{TempLease: -1}, "FileStreamOptions.TempLease -1ns"},
+		{FileStreamOptions{LockLease: -1}, "FileStreamOptions.LockLease -1ns"},
+		{FileStreamOptions{LockLease: 3}, "FileStreamOptions.LockLease 3ns"}, // the heartbeat ticker would panic
+		{FileStreamOptions{Record: RecordOptions{MACKey: make([]byte, 8)}}, "RecordOptions.MACKey of 8 bytes"},
+	} {
+		_, err := OpenFileStream(t.TempDir(), tc.o)
+		if !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("OpenFileStream(%+v) = %v, want ErrInvalidConfig", tc.o, err)
+		} else if !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("OpenFileStream(%+v) = %v; the error must name the field and value (%q)", tc.o, err, tc.field)
 		}
 	}
 }

@@ -41,10 +41,13 @@ type memEntry struct {
 }
 
 // NewMemory returns an empty memory cache. A negative cap is an error
-// wrapping ErrInvalidConfig.
+// wrapping ErrInvalidConfig that names the field.
 func NewMemory(opts MemoryOptions) (*Memory, error) {
-	if opts.MaxEntries < 0 || opts.MaxBytes < 0 {
-		return nil, fmt.Errorf("progcache: memory cache caps %d entries, %d bytes: caps must be 0 (no cap) or positive: %w", opts.MaxEntries, opts.MaxBytes, ErrInvalidConfig)
+	if opts.MaxEntries < 0 {
+		return nil, fmt.Errorf("progcache: MemoryOptions.MaxEntries %d: want 0 (no cap) or a positive count: %w", opts.MaxEntries, ErrInvalidConfig)
+	}
+	if opts.MaxBytes < 0 {
+		return nil, fmt.Errorf("progcache: MemoryOptions.MaxBytes %d: want 0 (no cap) or a positive byte count: %w", opts.MaxBytes, ErrInvalidConfig)
 	}
 	return &Memory{opts: opts, lru: list.New(), byKey: map[Key]*list.Element{}}, nil
 }

@@ -3,6 +3,7 @@ package progcache_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/accelkit/accelkit/progcache"
@@ -38,9 +39,18 @@ func TestMemoryLRU(t *testing.T) {
 }
 
 func TestMemoryCaps(t *testing.T) {
-	for _, o := range []progcache.MemoryOptions{{MaxEntries: -1}, {MaxBytes: -1}} {
-		if _, err := progcache.NewMemory(o); !errors.Is(err, progcache.ErrInvalidConfig) {
-			t.Errorf("NewMemory(%+v) = %v, want ErrInvalidConfig", o, err)
+	for _, tc := range []struct {
+		o     progcache.MemoryOptions
+		field string
+	}{
+		{progcache.MemoryOptions{MaxEntries: -1}, "MemoryOptions.MaxEntries -1"},
+		{progcache.MemoryOptions{MaxBytes: -1}, "MemoryOptions.MaxBytes -1"},
+	} {
+		_, err := progcache.NewMemory(tc.o)
+		if !errors.Is(err, progcache.ErrInvalidConfig) {
+			t.Errorf("NewMemory(%+v) = %v, want ErrInvalidConfig", tc.o, err)
+		} else if !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("NewMemory(%+v) = %v; the error must name the field and value (%q)", tc.o, err, tc.field)
 		}
 	}
 	// Zero caps mean no cap.

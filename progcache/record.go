@@ -88,7 +88,7 @@ type RecordOptions struct {
 
 func (o RecordOptions) validate() error {
 	if o.MACKey != nil && (len(o.MACKey) < MinMACKeyLen || len(o.MACKey) > MaxMACKeyLen) {
-		return fmt.Errorf("progcache: MAC key of %d bytes: want %d to %d bytes: %w", len(o.MACKey), MinMACKeyLen, MaxMACKeyLen, ErrInvalidConfig)
+		return fmt.Errorf("progcache: RecordOptions.MACKey of %d bytes: want none, or %d to %d bytes: %w", len(o.MACKey), MinMACKeyLen, MaxMACKeyLen, ErrInvalidConfig)
 	}
 	return nil
 }
