@@ -139,7 +139,7 @@ type Bolt struct {
 	setAside string // where the last damaged file was moved, if anywhere
 	flushed  Stats  // the part of stats already added to the file's counters
 
-	flight flightGroup // GetOrCompile's in-process deduplication; own lock
+	group Group // GetOrCompile's in-process deduplication; own lock
 }
 
 type boltEntry struct {
@@ -178,6 +178,9 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 	c.indexLocked(es)
 	return c, nil
 }
+
+// Group returns the Group that GetOrCompile uses for this cache.
+func (c *Bolt) Group() *Group { return &c.group }
 
 // SetAside returns where a damaged file was moved when this cache was
 // opened, or later when damage was found in use, or "".

@@ -1,70 +1,54 @@
 package progcache
 
-// GetOrCompile: one compile per key, however many callers miss at once.
+// GetOrCompile: look up, and on a miss compile once and store.
 //
-// In a process, callers of one key on one cache share a flight: the first
-// (the leader) compiles, the others wait on a channel and get its result.
-// The flight state lives in the cache value (every backend here carries a
-// flightGroup; other Cache implementations get one from WithSingleflight),
-// so there is no package-level state.
-//
-// Across processes, a FileStream leader first takes a per-key lock file
-// created with O_EXCL and refreshes its mtime (a heartbeat) every
-// LockLease/4 while it compiles (filestream_lock.go). A process that finds
-// the lock polls the cache and the lock; when the heartbeat is older than
-// the holder's lease (written in the lock file) the holder is presumed
-// dead and the lock is broken the way pruning removes a victim (rename to
-// trash, compare identity, put back on a mismatch), so two waiters never
-// remove a lock a third has just taken. A live holder keeps
-// refreshing its heartbeat, so it keeps its lock however long it compiles.
+// The in-process half, one compile per key however many callers miss at
+// once, is Group (group.go); every cache of this module carries one. The
+// cross-process half is FileStream's: its Group's leader first takes a
+// per-key lock file (filestream_lock.go), so callers in other processes
+// wait for that compile too, and looks at the cache again once it holds
+// the lock, since a peer may have stored the object meanwhile.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"sync"
 )
 
 // CompileFunc produces the object for a key on a miss.
 type CompileFunc func(ctx context.Context) (Object, error)
 
-// flightGroup deduplicates concurrent compiles of one key.
-//
-// Locking: mu guards calls; a call's result fields are written by the
-// leader before done is closed and read by waiters only after.
-type flightGroup struct {
-	mu    sync.Mutex
-	calls map[Key]*flightCall
-
-	waiting func(k Key) // test hook: a caller starts waiting for a leader
-}
-
-type flightCall struct {
-	done chan struct{}
-	obj  Object
-	err  error
-}
-
-// grouped is implemented by caches that carry their own flight group.
-type grouped interface{ flights() *flightGroup }
-
-func (m *Memory) flights() *flightGroup     { return &m.flight }
-func (c *FileStream) flights() *flightGroup { return &c.flight }
-func (c *Bolt) flights() *flightGroup       { return &c.flight }
-
-// Singleflight wraps a Cache from outside this module so that
-// GetOrCompile can deduplicate compiles on it. The caches of this module
-// need no wrapping. Safe for concurrent use if the wrapped cache is.
-type Singleflight struct {
+// Grouped is a Cache that carries the Group that GetOrCompile uses for
+// it. Memory, FileStream and the bolt package's Cache are Grouped; a cache
+// of your own can be, by holding a Group and returning it.
+type Grouped interface {
 	Cache
-	flight flightGroup
+	// Group returns the cache's Group: the same one on every call.
+	Group() *Group
 }
 
-// WithSingleflight returns c wrapped with a flight group for GetOrCompile.
-func WithSingleflight(c Cache) *Singleflight { return &Singleflight{Cache: c} }
-
-func (s *Singleflight) flights() *flightGroup { return &s.flight }
+// GetOrCompile returns the object cached under k, or runs compile, stores
+// its result and returns it, through c's own Group: concurrent callers of
+// one key on one cache run compile once and share its result; on a
+// FileStream, so do callers in other processes. Errors are not cached: a
+// failed compile is retried by the next call. When the cache cannot store
+// the object (over its byte cap, read-only, a read-only or full
+// filesystem, no permission, something foreign at the entry's path) it is
+// returned anyway with a nil error and not stored. A Put failure of
+// another kind is returned together with the compiled object. Waiting
+// honours ctx.
+//
+// A cache that is not Grouped is refused with an error wrapping
+// ErrInvalidConfig, since nothing would stop two misses compiling twice:
+// keep a Group beside it and call Group.GetOrCompile instead.
+func GetOrCompile(ctx context.Context, c Cache, k Key, compile CompileFunc) (Object, error) {
+	g, ok := c.(Grouped)
+	if !ok {
+		return Object{}, fmt.Errorf("progcache: GetOrCompile on a %T, which has no Group method: keep a progcache.Group beside the cache and call its GetOrCompile, so concurrent misses compile once: %w", c, ErrInvalidConfig)
+	}
+	return g.Group().GetOrCompile(ctx, c, k, compile)
+}
 
 // processLocker is implemented by caches that can lock a key across
 // processes (FileStream).
@@ -73,70 +57,8 @@ type processLocker interface {
 	peek(ctx context.Context, k Key) (Object, bool, error) // Get without counting a miss
 }
 
-func (c *FileStream) peek(ctx context.Context, k Key) (Object, bool, error) {
-	return c.get(ctx, k, false)
-}
-
-// GetOrCompile returns the object cached under k, or runs compile, stores
-// its result and returns it. Concurrent callers of one key on one cache
-// run compile once and share its result; on a FileStream, so do callers in
-// other processes. Errors are not cached: a failed compile is retried by
-// the next call. When the cache cannot store the object (over its byte
-// cap, read-only, a read-only or full filesystem, no permission, something
-// foreign at the entry's path) it is returned anyway with a nil error and
-// not stored. A Put failure of another kind is returned together with the
-// compiled object. Waiting honours ctx.
-func GetOrCompile(ctx context.Context, c Cache, k Key, compile CompileFunc) (Object, error) {
-	if obj, ok, err := c.Get(ctx, k); err != nil || ok {
-		return obj, err
-	}
-	g, ok := c.(grouped)
-	if !ok {
-		return Object{}, fmt.Errorf("progcache: GetOrCompile on a %T: wrap it with WithSingleflight so concurrent misses compile once: %w", c, ErrInvalidConfig)
-	}
-	fg := g.flights()
-	for {
-		fg.mu.Lock()
-		if call, ok := fg.calls[k]; ok {
-			if fg.waiting != nil {
-				fg.waiting(k)
-			}
-			fg.mu.Unlock()
-			select {
-			case <-call.done:
-			case <-ctx.Done():
-				return Object{}, ctx.Err()
-			}
-			// A leader whose own context ended says nothing about ours:
-			// try again (errors are not shared beyond the flight).
-			if isCtxErr(call.err) && ctx.Err() == nil {
-				continue
-			}
-			return call.obj, call.err
-		}
-		call := &flightCall{done: make(chan struct{})}
-		if fg.calls == nil {
-			fg.calls = map[Key]*flightCall{}
-		}
-		fg.calls[k] = call
-		fg.mu.Unlock()
-
-		call.obj, call.err = lead(ctx, c, k, compile)
-
-		fg.mu.Lock()
-		delete(fg.calls, k)
-		fg.mu.Unlock()
-		close(call.done)
-		return call.obj, call.err
-	}
-}
-
-func isCtxErr(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// lead compiles for the flight, under the cross-process lock when the
-// cache has one.
+// lead compiles for a Group's flight, under the cross-process lock when
+// the cache has one.
 func lead(ctx context.Context, c Cache, k Key, compile CompileFunc) (Object, error) {
 	if pl, ok := c.(processLocker); ok {
 		unlock, hit, err := pl.lockKey(ctx, k)

@@ -27,7 +27,10 @@ func TestGetOrCompileOnce(t *testing.T) {
 	for name, c := range caches(t, 0) {
 		t.Run(name, func(t *testing.T) {
 			const callers = 32
-			fg := c.(grouped).flights()
+			fg := c.(Grouped).Group()
+			if c.(Grouped).Group() != fg {
+				t.Fatal("Group must return the same Group on every call")
+			}
 			allWaiting := make(chan struct{})
 			var waiting atomic.Int32
 			fg.waiting = func(Key) {
@@ -111,7 +114,7 @@ func TestGetOrCompileTooLarge(t *testing.T) {
 
 func TestGetOrCompileContext(t *testing.T) {
 	c, _ := NewMemory(MemoryOptions{})
-	fg := c.flights()
+	fg := c.Group()
 	waiterIn := make(chan struct{})
 	fg.waiting = func(Key) { close(waiterIn) }
 	release := make(chan struct{})
@@ -128,9 +131,9 @@ func TestGetOrCompileContext(t *testing.T) {
 	go func() {
 		// Wait until the leader is in its flight before joining it.
 		for {
-			c.flight.mu.Lock()
-			n := len(c.flight.calls)
-			c.flight.mu.Unlock()
+			c.group.mu.Lock()
+			n := len(c.group.calls)
+			c.group.mu.Unlock()
 			if n == 1 {
 				break
 			}
@@ -148,17 +151,35 @@ func TestGetOrCompileContext(t *testing.T) {
 	<-leaderDone
 }
 
+// A cache from outside this module: the package-level GetOrCompile refuses
+// one without a Group, a Group kept beside it serves it, and so does a
+// Group method on it (Grouped).
 func TestGetOrCompileForeignCache(t *testing.T) {
+	ctx := context.Background()
 	m, _ := NewMemory(MemoryOptions{})
-	var c Cache = struct{ Cache }{m} // hides the flight group
-	if _, err := GetOrCompile(context.Background(), c, testKey(1), nil); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("unwrapped foreign cache: %v", err)
+	var c Cache = struct{ Cache }{m} // hides the Group method
+	if _, err := GetOrCompile(ctx, c, testKey(1), nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("GetOrCompile on a cache without a Group = %v, want ErrInvalidConfig", err)
 	}
-	obj, err := GetOrCompile(context.Background(), WithSingleflight(c), testKey(1), func(context.Context) (Object, error) { return testObject(1, 3), nil })
+	var g Group
+	obj, err := g.GetOrCompile(ctx, c, testKey(1), func(context.Context) (Object, error) { return testObject(1, 3), nil })
 	if err != nil || !obj.Equal(testObject(1, 3)) {
-		t.Fatal(err)
+		t.Fatalf("Group.GetOrCompile on a cache without a Group = %v", err)
+	}
+	own := &groupedCache{Cache: struct{ Cache }{m}}
+	obj, err = GetOrCompile(ctx, own, testKey(2), func(context.Context) (Object, error) { return testObject(2, 3), nil })
+	if err != nil || !obj.Equal(testObject(2, 3)) {
+		t.Fatalf("GetOrCompile on a cache of ours with a Group method = %v", err)
 	}
 }
+
+// groupedCache is a cache from outside this module that carries a Group.
+type groupedCache struct {
+	Cache
+	g Group
+}
+
+func (c *groupedCache) Group() *Group { return &c.g }
 
 // compileHelper is one of the processes of TestGetOrCompileProcesses.
 func compileHelper() error {

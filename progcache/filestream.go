@@ -186,8 +186,8 @@ type FileStream struct {
 
 	hits, misses, puts, evictions, tooLarge, corrupt, unreadable atomic.Int64
 
-	flight flightGroup
-	hooks  fsHooks
+	group Group // GetOrCompile's in-process deduplication; own lock
+	hooks fsHooks
 }
 
 // fsHooks are test hooks; nil fields do nothing.
@@ -284,6 +284,10 @@ func (c *FileStream) closeDirs() {
 		*d = nil
 	}
 }
+
+// Group returns the Group that GetOrCompile uses for this cache; its
+// leaders also take the key's cross-process lock.
+func (c *FileStream) Group() *Group { return &c.group }
 
 // Dir returns the cache directory.
 func (c *FileStream) Dir() string { return c.dir }

@@ -430,8 +430,8 @@ func TestGetOrCompileCannotStore(t *testing.T) {
 		&fs.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC},
 	} {
 		m, _ := NewMemory(MemoryOptions{})
-		c := WithSingleflight(failingPut{m, err})
-		obj, gerr := GetOrCompile(ctx, c, testKey(1), func(context.Context) (Object, error) { return testObject(1, 10), nil })
+		var g Group
+		obj, gerr := g.GetOrCompile(ctx, failingPut{m, err}, testKey(1), func(context.Context) (Object, error) { return testObject(1, 10), nil })
 		if gerr != nil || !obj.Equal(testObject(1, 10)) {
 			t.Errorf("Put failing with %v: GetOrCompile = %v; want the object and no error", err, gerr)
 		}
@@ -439,8 +439,8 @@ func TestGetOrCompileCannotStore(t *testing.T) {
 	// Any other Put failure is still reported with the object.
 	other := errors.New("disk on fire")
 	m, _ := NewMemory(MemoryOptions{})
-	c := WithSingleflight(failingPut{m, other})
-	if obj, err := GetOrCompile(ctx, c, testKey(1), func(context.Context) (Object, error) { return testObject(1, 10), nil }); !errors.Is(err, other) || !obj.Equal(testObject(1, 10)) {
+	var g Group
+	if obj, err := g.GetOrCompile(ctx, failingPut{m, other}, testKey(1), func(context.Context) (Object, error) { return testObject(1, 10), nil }); !errors.Is(err, other) || !obj.Equal(testObject(1, 10)) {
 		t.Errorf("other Put failure: %v", err)
 	}
 }

@@ -95,6 +95,12 @@ func (c *FileStream) lockKey(ctx context.Context, k Key) (func(), *Object, error
 	}
 }
 
+// peek is Get without counting a miss: the leader's look at the cache once
+// it holds the lock, after the miss it already counted.
+func (c *FileStream) peek(ctx context.Context, k Key) (Object, bool, error) {
+	return c.get(ctx, k, false)
+}
+
 // tryLock makes one attempt: it takes the lock (unlock non-nil), or finds
 // it held and breaks it when the holder's heartbeat is older than the
 // holder's lease (stale), or finds it held by a live holder.

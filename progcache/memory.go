@@ -20,7 +20,7 @@ type MemoryOptions struct {
 // Get returns it as stored. Get promotes an entry; Contains and Len do not.
 //
 // Memory is safe for concurrent use. Locking: mu guards the fields from
-// opts to stats; no method calls out while holding it. flight has its own
+// opts to stats; no method calls out while holding it. group has its own
 // lock and is never held together with mu.
 type Memory struct {
 	mu     sync.Mutex
@@ -31,7 +31,7 @@ type Memory struct {
 	closed bool
 	stats  Stats
 
-	flight flightGroup // GetOrCompile's in-process deduplication; own lock
+	group Group // GetOrCompile's in-process deduplication; own lock
 }
 
 type memEntry struct {
@@ -61,6 +61,9 @@ func (m *Memory) enter(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Group returns the Group that GetOrCompile uses for this cache.
+func (m *Memory) Group() *Group { return &m.group }
 
 // Get returns the object stored under k and promotes it.
 func (m *Memory) Get(ctx context.Context, k Key) (Object, bool, error) {
