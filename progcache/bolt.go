@@ -107,6 +107,8 @@ type BoltOptions struct {
 	Logger *slog.Logger
 }
 
+var _ Admin = (*Bolt)(nil)
+
 // Bolt is a one-file cache on bbolt. It is safe for concurrent use by
 // goroutines of one process; only one process may open the file at a time
 // (others get ErrLocked), and the file must not live on a network

@@ -161,6 +161,8 @@ func (o FileStreamOptions) validate() error {
 	return o.Record.validate()
 }
 
+var _ Admin = (*FileStream)(nil)
+
 // FileStream is a directory-backed cache, safe for concurrent use by many
 // goroutines and many processes (and hosts on a shared filesystem).
 //
@@ -874,30 +876,6 @@ func (c *FileStream) removeIfSame(d *cacheDir, name string, chosen fileStat) (re
 	}
 	_ = c.trashD.remove(t)
 	return res, nil
-}
-
-// EntryInfo describes one entry on disk, or one foreign thing where the
-// cache keeps its entries, for listing and verification.
-type EntryInfo struct {
-	Key     Key       `json:"key"`
-	Size    int64     `json:"size"`
-	Used    time.Time `json:"used"`
-	Kind    string    `json:"kind,omitempty"`
-	Name    string    `json:"name,omitempty"`
-	CodeLen int       `json:"code_len"`
-	// Err says why the entry could not be read; empty for a good entry.
-	Err string `json:"error,omitempty"`
-	// Unreadable is set when the entry was written under another
-	// configuration (ErrUnreadable): not corrupt, and never removed.
-	Unreadable bool `json:"unreadable,omitempty"`
-	// Foreign is set for something the cache did not write where it keeps
-	// its own (a link, a pipe, a stray file or directory); Path names it
-	// relative to the cache. Verification moves it to aside/, never
-	// deletes it.
-	Foreign bool   `json:"foreign,omitempty"`
-	Path    string `json:"path,omitempty"`
-	// MovedTo is where verification set a foreign thing aside.
-	MovedTo string `json:"moved_to,omitempty"`
 }
 
 // Entries lists the entries, least recently used first, reading each to

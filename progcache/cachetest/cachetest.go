@@ -1,6 +1,7 @@
 // Package cachetest checks a progcache.Cache implementation against the
 // contract, in the manner of testing/fstest: Run runs subtests whose
-// failures name the rule broken.
+// failures name the rule broken. A cache that is also a progcache.Admin
+// (entries, pruning, totals) is checked against that contract too.
 package cachetest
 
 import (
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/accelkit/accelkit/driver"
 	"github.com/accelkit/accelkit/progcache"
 )
 
@@ -180,13 +182,61 @@ func Run(t *testing.T, b Backend) {
 		if err := c.Close(); err != nil {
 			t.Errorf("second Close = %v, want nil", err)
 		}
+		for _, op := range cacheOps(c) {
+			err := op.run(ctx)
+			if !errors.Is(err, progcache.ErrClosed) {
+				t.Errorf("%s after Close = %v, want ErrClosed", op.name, err)
+			} else if !errors.Is(err, driver.ErrClosed) {
+				t.Errorf("%s after Close = %v: ErrClosed must wrap driver.ErrClosed", op.name, err)
+			}
+		}
+		if s := c.Stats(); s.Puts != 1 {
+			t.Errorf("Stats after Close: puts %d, want 1 (Stats keeps answering)", s.Puts)
+		}
+	})
+	t.Run("CloseConcurrent", func(t *testing.T) {
+		// Close while every method runs on other goroutines, and twice at
+		// once: each call either works or fails with ErrClosed, and both
+		// Closes return nil. The race detector checks the rest.
+		c := b.Open(t, 0)
+		mustPut(t, c, 1, 100)
+		ops := cacheOps(c)
+		var wg sync.WaitGroup
+		errs := make(chan error, len(ops)+2)
+		start := make(chan struct{})
+		for _, op := range ops {
+			wg.Go(func() {
+				<-start
+				for range 200 {
+					err := op.run(ctx)
+					if errors.Is(err, progcache.ErrClosed) {
+						return
+					}
+					if err != nil {
+						errs <- fmt.Errorf("%s during Close: %w (want nil or ErrClosed)", op.name, err)
+						return
+					}
+					_ = c.Stats()
+				}
+			})
+		}
+		for range 2 {
+			wg.Go(func() {
+				<-start
+				if err := c.Close(); err != nil {
+					errs <- fmt.Errorf("Close racing with another Close and every method: %w (want nil)", err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
 		if _, _, err := c.Get(ctx, KeyN(1)); !errors.Is(err, progcache.ErrClosed) {
-			t.Errorf("Get after Close = %v, want ErrClosed", err)
+			t.Errorf("Get after the concurrent Closes = %v, want ErrClosed", err)
 		}
-		if err := c.Put(ctx, KeyN(1), ObjectN(1, 1)); !errors.Is(err, progcache.ErrClosed) {
-			t.Errorf("Put after Close = %v, want ErrClosed", err)
-		}
-		_ = c.Stats()
 	})
 	t.Run("Concurrent", func(t *testing.T) {
 		c := open(t, 0)
@@ -228,6 +278,9 @@ func Run(t *testing.T, b Backend) {
 			t.Error(err)
 		}
 	})
+	if _, ok := open(t, 0).(progcache.Admin); ok {
+		t.Run("Admin", func(t *testing.T) { runAdmin(t, b, open) })
+	}
 	if b.Reopen != nil {
 		t.Run("Persistence", func(t *testing.T) {
 			c := b.Open(t, 0)
@@ -244,6 +297,140 @@ func Run(t *testing.T, b Backend) {
 			}
 		})
 	}
+}
+
+// runAdmin checks the progcache.Admin contract.
+func runAdmin(t *testing.T, b Backend, open func(t *testing.T, maxBytes int64) progcache.Cache) {
+	ctx := context.Background()
+	admin := func(t *testing.T) progcache.Admin { return open(t, 0).(progcache.Admin) }
+	t.Run("Entries", func(t *testing.T) {
+		a := admin(t)
+		want := map[progcache.Key]progcache.Object{}
+		for i, size := range []int{10, 1000, 5000} {
+			want[KeyN(i)] = mustPut(t, a, i, size)
+		}
+		before := a.Stats()
+		es, err := a.Entries(ctx, false)
+		if err != nil {
+			t.Fatalf("Entries: %v", err)
+		}
+		if len(es) != len(want) {
+			t.Fatalf("Entries listed %d entries, want %d", len(es), len(want))
+		}
+		for _, e := range es {
+			obj, ok := want[e.Key]
+			switch {
+			case !ok:
+				t.Errorf("Entries listed key %s, which was never put", e.Key)
+			case e.Err != "" || e.Unreadable || e.Foreign:
+				t.Errorf("Entries reported a good entry %s as bad: %+v", e.Key, e)
+			case e.Kind != obj.Kind || e.Name != obj.Name || e.CodeLen != len(obj.Code):
+				t.Errorf("Entries: %s is kind %q name %q code %d bytes, want %q, %q, %d", e.Key, e.Kind, e.Name, e.CodeLen, obj.Kind, obj.Name, len(obj.Code))
+			case e.Size < int64(e.CodeLen) || e.Used.IsZero():
+				t.Errorf("Entries: %s has size %d for %d bytes of code, last used %v; want the record's size and a use time", e.Key, e.Size, e.CodeLen, e.Used)
+			}
+			delete(want, e.Key)
+		}
+		if after := a.Stats(); after.Hits != before.Hits || after.Misses != before.Misses {
+			t.Errorf("Entries counted hits %d -> %d, misses %d -> %d; a listing is not a use", before.Hits, after.Hits, before.Misses, after.Misses)
+		}
+	})
+	t.Run("Prune", func(t *testing.T) {
+		a := admin(t)
+		const n = 8
+		for i := range n {
+			mustPut(t, a, i, 8<<10)
+		}
+		if k, err := a.Prune(ctx, 0); k != 0 || err != nil {
+			t.Errorf("Prune to 0 bytes = %d, %v; want nothing evicted (0 means no target)", k, err)
+		}
+		if _, err := a.Prune(ctx, -1); !errors.Is(err, progcache.ErrInvalidConfig) {
+			t.Errorf("Prune to -1 bytes = %v, want ErrInvalidConfig", err)
+		}
+		es, err := a.Entries(ctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var total int64
+		for _, e := range es {
+			total += e.Size
+		}
+		evicted, err := a.Prune(ctx, total/2)
+		if err != nil {
+			t.Fatalf("Prune to half the size: %v", err)
+		}
+		left, _ := a.Len(ctx)
+		if evicted == 0 || left != n-evicted {
+			t.Errorf("Prune to half of %d bytes evicted %d and left %d of %d entries", total, evicted, left, n)
+		}
+		if s := a.Stats(); s.Evictions != int64(evicted) {
+			t.Errorf("Stats.Evictions = %d after Prune evicted %d", s.Evictions, evicted)
+		}
+		es, _ = a.Entries(ctx, false)
+		var kept int64
+		for _, e := range es {
+			kept += e.Size
+		}
+		if kept > total/2 {
+			t.Errorf("after Prune to %d bytes the entries hold %d", total/2, kept)
+		}
+	})
+	t.Run("Totals", func(t *testing.T) {
+		c := b.Open(t, 0)
+		a := c.(progcache.Admin)
+		mustPut(t, a, 1, 100)
+		a.Get(ctx, KeyN(1))
+		a.Get(ctx, KeyN(2))
+		s, err := a.Totals(ctx)
+		if err != nil {
+			t.Fatalf("Totals: %v", err)
+		}
+		if s.Hits != 1 || s.Misses != 1 || s.Puts != 1 || s.Entries != 1 || s.Bytes <= 0 {
+			t.Errorf("Totals of a fresh cache after a put, a hit and a miss: %+v; want 1, 1, 1, one entry and its bytes", s)
+		}
+		if b.Reopen == nil {
+			a.Close()
+			return
+		}
+		// Every session counts: the closed one's and the new one's.
+		c = b.Reopen(t, c)
+		defer c.Close()
+		a = c.(progcache.Admin)
+		a.Get(ctx, KeyN(1))
+		s, err = a.Totals(ctx)
+		if err != nil {
+			t.Fatalf("Totals after reopening: %v", err)
+		}
+		if s.Hits != 2 || s.Misses != 1 || s.Puts != 1 || s.Entries != 1 {
+			t.Errorf("Totals after reopening and one more hit: %+v; want 2 hits, 1 miss, 1 put, one entry", s)
+		}
+	})
+}
+
+// op is one method call that starts new work, for the Close checks.
+type op struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// cacheOps lists c's methods that start new work (Admin's too, when c is
+// one), each called with arguments that succeed on an open cache.
+func cacheOps(c progcache.Cache) []op {
+	ops := []op{
+		{"Get", func(ctx context.Context) error { _, _, err := c.Get(ctx, KeyN(1)); return err }},
+		{"Put", func(ctx context.Context) error { return c.Put(ctx, KeyN(2), ObjectN(2, 100)) }},
+		{"Delete", func(ctx context.Context) error { return c.Delete(ctx, KeyN(3)) }},
+		{"Len", func(ctx context.Context) error { _, err := c.Len(ctx); return err }},
+		{"Clear", func(ctx context.Context) error { return c.Clear(ctx) }},
+	}
+	if a, ok := c.(progcache.Admin); ok {
+		ops = append(ops,
+			op{"Entries", func(ctx context.Context) error { _, err := a.Entries(ctx, false); return err }},
+			op{"Prune", func(ctx context.Context) error { _, err := a.Prune(ctx, 1<<30); return err }},
+			op{"Totals", func(ctx context.Context) error { _, err := a.Totals(ctx); return err }},
+		)
+	}
+	return ops
 }
 
 // mustPut stores ObjectN(n, size) under KeyN(n), failing the test if the

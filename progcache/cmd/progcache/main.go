@@ -35,14 +35,6 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// admin is what both backends offer the CLI.
-type admin interface {
-	progcache.Cache
-	Entries(ctx context.Context, verify bool) ([]progcache.EntryInfo, error)
-	Prune(ctx context.Context, maxBytes int64) (int, error)
-	Totals(ctx context.Context) (progcache.Stats, error)
-}
-
 const usage = `usage: progcache [--json] [--mac-key-file FILE] COMMAND [--fix] [--max-size SIZE] PATH
 
 commands:
@@ -168,7 +160,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-func open(path string, rec progcache.RecordOptions, readOnly bool) (admin, error) {
+func open(path string, rec progcache.RecordOptions, readOnly bool) (progcache.Admin, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("progcache: %w (want a cache directory or a bolt file)", err)
@@ -209,7 +201,7 @@ func (p *printer) emit(v any, human func(w io.Writer)) error {
 
 // do runs cmd and returns the exit code: 1 when verify without --fix
 // found something to fix.
-func do(ctx context.Context, cmd string, c admin, limit int64, fix bool, out *printer) (int, error) {
+func do(ctx context.Context, cmd string, c progcache.Admin, limit int64, fix bool, out *printer) (int, error) {
 	switch cmd {
 	case "stats":
 		s, err := c.Totals(ctx)
