@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/accelkit/accelkit/progcache"
+	"github.com/accelkit/accelkit/progcache/bolt"
 	"github.com/accelkit/accelkit/progcache/cachetest"
 	"golang.org/x/crypto/blake2b"
 )
@@ -34,7 +35,7 @@ func benchBackends() []benchBackend {
 	}
 	boltOpen := func(noSync bool) func(b *testing.B) progcache.Cache {
 		return func(b *testing.B) progcache.Cache {
-			c, err := progcache.OpenBolt(filepath.Join(b.TempDir(), "c.db"), progcache.BoltOptions{NoSync: noSync})
+			c, err := bolt.Open(filepath.Join(b.TempDir(), "c.db"), bolt.Options{NoSync: noSync})
 			if err != nil {
 				b.Fatal(err)
 			}

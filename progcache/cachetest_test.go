@@ -1,7 +1,6 @@
 package progcache_test
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/accelkit/accelkit/progcache"
@@ -23,30 +22,6 @@ func TestFileStreamConformance(t *testing.T) {
 		Reopen: func(t *testing.T, c progcache.Cache) progcache.Cache {
 			c.Close()
 			r, err := progcache.OpenFileStream(dirs[c], progcache.FileStreamOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return r
-		},
-		Ops: 1000,
-	})
-}
-
-func TestBoltConformance(t *testing.T) {
-	paths := map[progcache.Cache]string{}
-	cachetest.Run(t, cachetest.Backend{
-		Open: func(t *testing.T, maxBytes int64) progcache.Cache {
-			p := filepath.Join(t.TempDir(), "cache.db")
-			c, err := progcache.OpenBolt(p, progcache.BoltOptions{MaxBytes: maxBytes, NoSync: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			paths[c] = p
-			return c
-		},
-		Reopen: func(t *testing.T, c progcache.Cache) progcache.Cache {
-			c.Close()
-			r, err := progcache.OpenBolt(paths[c], progcache.BoltOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

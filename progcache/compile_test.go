@@ -13,104 +13,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/accelkit/accelkit/progcache/internal/testproc"
 )
-
-// caches returns one fresh cache of each backend, with its flight group.
-func caches(t *testing.T, maxBytes int64) map[string]Cache {
-	m, _ := NewMemory(MemoryOptions{MaxBytes: maxBytes})
-	fsc := openFS(t, t.TempDir(), FileStreamOptions{MaxBytes: maxBytes})
-	b := openBolt(t, filepath.Join(t.TempDir(), "c.db"), BoltOptions{MaxBytes: maxBytes, NoSync: true})
-	return map[string]Cache{"memory": m, "filestream": fsc, "bolt": b}
-}
-
-func TestGetOrCompileOnce(t *testing.T) {
-	for name, c := range caches(t, 0) {
-		t.Run(name, func(t *testing.T) {
-			const callers = 32
-			fg := c.(Grouped).Group()
-			if c.(Grouped).Group() != fg {
-				t.Fatal("Group must return the same Group on every call")
-			}
-			allWaiting := make(chan struct{})
-			var waiting atomic.Int32
-			fg.waiting = func(Key) {
-				if waiting.Add(1) == callers-1 {
-					close(allWaiting)
-				}
-			}
-			var compiles atomic.Int32
-			compile := func(ctx context.Context) (Object, error) {
-				compiles.Add(1)
-				<-allWaiting // every other caller is waiting on this flight
-				return testObject(7, 5000), nil
-			}
-			var wg sync.WaitGroup
-			errs := make(chan error, callers)
-			for range callers {
-				wg.Go(func() {
-					obj, err := GetOrCompile(context.Background(), c, testKey(7), compile)
-					switch {
-					case err != nil:
-						errs <- fmt.Errorf("caller got err %w", err)
-					case !obj.Equal(testObject(7, 5000)):
-						errs <- errors.New("caller got a wrong object")
-					}
-				})
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				t.Error(err)
-			}
-			if n := compiles.Load(); n != 1 {
-				t.Fatalf("%d compiles for %d concurrent callers, want 1", n, callers)
-			}
-			if _, ok, _ := c.Get(context.Background(), testKey(7)); !ok {
-				t.Error("the compiled object must be stored")
-			}
-		})
-	}
-}
-
-func TestGetOrCompileErrorsNotCached(t *testing.T) {
-	for name, c := range caches(t, 0) {
-		t.Run(name, func(t *testing.T) {
-			boom := errors.New("compile failed")
-			calls := 0
-			compile := func(ctx context.Context) (Object, error) {
-				calls++
-				if calls == 1 {
-					return Object{}, boom
-				}
-				return testObject(1, 10), nil
-			}
-			if _, err := GetOrCompile(context.Background(), c, testKey(1), compile); !errors.Is(err, boom) {
-				t.Fatalf("first call = %v, want the compile error", err)
-			}
-			if obj, err := GetOrCompile(context.Background(), c, testKey(1), compile); err != nil || !obj.Equal(testObject(1, 10)) {
-				t.Fatalf("second call = %v; errors must not be cached", err)
-			}
-			if calls != 2 {
-				t.Errorf("%d compiles, want 2", calls)
-			}
-		})
-	}
-}
-
-func TestGetOrCompileTooLarge(t *testing.T) {
-	for name, c := range caches(t, 1000) {
-		t.Run(name, func(t *testing.T) {
-			big := testObject(1, 4000)
-			obj, err := GetOrCompile(context.Background(), c, testKey(1), func(context.Context) (Object, error) { return big, nil })
-			if err != nil || !obj.Equal(big) {
-				t.Fatalf("GetOrCompile of an object over the cap = %v; it must return the object", err)
-			}
-			if c.Stats().TooLarge != 1 {
-				t.Errorf("TooLarge = %d, want 1", c.Stats().TooLarge)
-			}
-		})
-	}
-}
 
 func TestGetOrCompileContext(t *testing.T) {
 	c, _ := NewMemory(MemoryOptions{})
@@ -234,7 +139,7 @@ func TestGetOrCompileProcesses(t *testing.T) {
 	var wg sync.WaitGroup
 	outs := make([]string, procs)
 	for i := range procs {
-		cmd, sc := helper(t, ctx, "PROGCACHE_HELPER=compile", "PROGCACHE_DIR="+dir, "PROGCACHE_PROCS="+strconv.Itoa(procs))
+		cmd, sc := testproc.Start(t, ctx, "PROGCACHE_HELPER=compile", "PROGCACHE_DIR="+dir, "PROGCACHE_PROCS="+strconv.Itoa(procs))
 		wg.Go(func() {
 			for sc.Scan() {
 				outs[i] += sc.Text()
@@ -268,13 +173,13 @@ func holdLockHelper() error {
 	if point == "locked" {
 		c.hooks.lockHeld = func() {
 			fmt.Println("READY")
-			blockUntilKilled()
+			testproc.BlockUntilKilled()
 		}
 	}
 	GetOrCompile(context.Background(), c, testKey(5), func(context.Context) (Object, error) {
 		if point == "compiling" {
 			fmt.Println("READY")
-			blockUntilKilled()
+			testproc.BlockUntilKilled()
 		}
 		return Object{}, errors.New("unknown kill point " + point)
 	})
@@ -290,7 +195,7 @@ func TestGetOrCompileStaleLock(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			dir := t.TempDir()
-			cmd, sc := helper(t, ctx, "PROGCACHE_HELPER=holdlock", "PROGCACHE_DIR="+dir, "PROGCACHE_KILL_POINT="+point)
+			cmd, sc := testproc.Start(t, ctx, "PROGCACHE_HELPER=holdlock", "PROGCACHE_DIR="+dir, "PROGCACHE_KILL_POINT="+point)
 			if !sc.Scan() || sc.Text() != "READY" {
 				t.Fatalf("child did not reach %s: %q", point, sc.Text())
 			}

@@ -9,18 +9,22 @@
 // or whose side outputs a cache hit would skip.
 //
 // Three backends implement Cache and pass the progcache/cachetest
-// conformance suite:
+// conformance suite (the persistent two, its Admin checks too):
 //
 //   - Memory: an in-process LRU with entry and byte caps;
 //   - FileStream: a directory shared by processes and hosts, with atomic
 //     commits, checksummed records, byte-capped LRU pruning that never
 //     deletes an entry a peer just replaced, and every path resolved from
 //     held directory handles, so no link inside the cache is followed;
-//   - Bolt: one bbolt file, read-aware LRU, schema version, corrupt files
-//     set aside and rebuilt; one process at a time.
+//   - progcache/bolt: one bbolt file, read-aware LRU, schema version,
+//     corrupt files set aside and rebuilt; one process at a time. It is a
+//     package of its own so that a program using only Memory or
+//     FileStream neither builds nor links bbolt.
 //
 // GetOrCompile runs a compile once per key however many callers miss at
-// once, in a process and (on FileStream) across processes.
+// once, in a process (through the cache's Group, or one kept beside a
+// cache of your own) and, on FileStream, across processes. Admin is what
+// the progcache command uses to list, verify, prune and total a cache.
 //
 // Persistent entries are self-checking records (EncodeRecord,
 // DecodeRecord) with a CRC-32C or a keyed MAC; nothing is deserialised by
@@ -33,5 +37,5 @@
 // and the other option and result structs are plain values: safe to share
 // while no one modifies them. Memory returns stored objects by reference,
 // so callers must not modify an object after Put or one returned by Get;
-// FileStream and Bolt return fresh copies.
+// FileStream and bolt return fresh copies.
 package progcache

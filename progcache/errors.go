@@ -3,7 +3,6 @@ package progcache
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 
 	"github.com/accelkit/accelkit/driver"
 )
@@ -47,34 +46,11 @@ var (
 	// so one errors.Is(err, driver.ErrClosed) serves every accelkit module.
 	ErrClosed = fmt.Errorf("progcache: cache closed: %w", driver.ErrClosed)
 	// ErrReadOnly reports a change asked of a cache opened read-only
-	// (FileStreamOptions.ReadOnly, BoltOptions.ReadOnly), which never
+	// (FileStreamOptions.ReadOnly, the bolt package's Options.ReadOnly), which never
 	// changes anything on disk.
 	ErrReadOnly = errors.New("progcache: cache opened read-only")
 	// ErrNotCache reports a path that holds something other than a
 	// progcache cache (a foreign file or directory, a symbolic link where
 	// the cache keeps a directory, a device). It is left untouched.
 	ErrNotCache = errors.New("progcache: not a progcache cache")
-	// ErrLocked reports a bolt file held by another process past the open
-	// timeout. The file is not touched.
-	ErrLocked = errors.New("progcache: cache file locked by another process")
 )
-
-// describeMode names the kind of file m describes, for messages that say
-// what was found where the cache expected something else.
-func describeMode(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m.IsRegular():
-		return "a regular file"
-	}
-	return "a special file"
-}

@@ -56,6 +56,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/accelkit/accelkit/progcache/internal/fsmode"
 )
 
 const (
@@ -158,7 +160,7 @@ func (o FileStreamOptions) validate() error {
 	case o.LockLease < 0 || (o.LockLease > 0 && o.LockLease < minLockLease):
 		return bad("LockLease", o.LockLease, fmt.Sprintf("0 (DefaultLockLease) or at least %v", minLockLease))
 	}
-	return o.Record.validate()
+	return o.Record.Validate()
 }
 
 var _ Admin = (*FileStream)(nil)
@@ -976,5 +978,5 @@ func (c *FileStream) moveAside(e fileEntry) (string, error) {
 
 // foreignError says what was found where the cache keeps want.
 func foreignError(path string, mode fs.FileMode, want string) error {
-	return fmt.Errorf("progcache: %s is %s, where the cache keeps %s; it is left alone (progcache verify --fix moves it to aside/): %w", path, describeMode(mode), want, ErrNotCache)
+	return fmt.Errorf("progcache: %s is %s, where the cache keeps %s; it is left alone (progcache verify --fix moves it to aside/): %w", path, fsmode.Describe(mode), want, ErrNotCache)
 }

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/accelkit/accelkit/progcache/internal/counters"
 )
 
 const statsFold = 32
@@ -46,22 +48,22 @@ func isCountersName(n string) bool {
 
 // readCountersFile reads one counters file; ok is false for anything that
 // is not one.
-func (c *FileStream) readCountersFile(name string) (Stats, bool) {
-	b, err := c.statsD.readSmall(name, countersSize)
+func (c *FileStream) readCountersFile(name string) (counters.Set, bool) {
+	b, err := c.statsD.readSmall(name, counters.Size)
 	if err != nil {
-		return Stats{}, false
+		return counters.Set{}, false
 	}
-	return decodeCounters(b)
+	return counters.Parse(b)
 }
 
 // writeCounters commits s as a new counters file. The caller holds life.
-func (c *FileStream) writeCounters(s Stats) error {
+func (c *FileStream) writeCounters(s counters.Set) error {
 	tmp := statsName(".new-")
 	f, err := c.statsD.create(tmp)
 	if err != nil {
 		return fmt.Errorf("progcache: save counters: %w", err)
 	}
-	_, err = f.Write(encodeCounters(s))
+	_, err = f.Write(s.Append(nil))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -78,7 +80,7 @@ func (c *FileStream) writeCounters(s Stats) error {
 // saveCounters writes this session's counters and folds the files when
 // there are many. The caller holds life exclusively (Close).
 func (c *FileStream) saveCounters() error {
-	if s := c.sessionCounters(); s != (Stats{}) {
+	if s := c.sessionCounters().counterSet(); s != (counters.Set{}) {
 		if err := c.writeCounters(s); err != nil {
 			return err
 		}
@@ -93,7 +95,7 @@ func (c *FileStream) saveCounters() error {
 	if len(ours) <= statsFold {
 		return nil
 	}
-	var sum Stats
+	var sum counters.Set
 	var claimed []string
 	for _, n := range ours {
 		st, err := c.statsD.lstat(n)
@@ -106,7 +108,7 @@ func (c *FileStream) saveCounters() error {
 		}
 		claimed = append(claimed, mine)
 		if s, ok := c.readCountersFile(mine); ok {
-			sum.addCounters(s, Stats{})
+			sum.Add(s, counters.Set{})
 		}
 	}
 	err := c.writeCounters(sum)
@@ -126,7 +128,7 @@ func (c *FileStream) Totals(ctx context.Context) (Stats, error) {
 		return Stats{}, err
 	}
 	defer c.life.RUnlock()
-	t := c.sessionCounters()
+	sum := c.sessionCounters().counterSet()
 	if c.statsD != nil {
 		names, _ := c.statsD.names()
 		for _, n := range names {
@@ -134,10 +136,11 @@ func (c *FileStream) Totals(ctx context.Context) (Stats, error) {
 				continue
 			}
 			if s, ok := c.readCountersFile(n); ok {
-				t.addCounters(s, Stats{})
+				sum.Add(s, counters.Set{})
 			}
 		}
 	}
+	t := Stats{}.withCounters(sum)
 	if _, err := c.scan(false); err != nil {
 		return t, err
 	}

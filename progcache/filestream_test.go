@@ -1,16 +1,13 @@
 package progcache
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -18,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/accelkit/accelkit/progcache/internal/testproc"
 )
 
 // The tests here are internal (package progcache) so they can set test
@@ -301,35 +300,11 @@ func TestFileStreamTempLease(t *testing.T) {
 // TestHelperProcess is not a test: it is the body of the worker processes
 // that the cross-process tests start by re-executing the test binary.
 func TestHelperProcess(t *testing.T) {
-	role := os.Getenv("PROGCACHE_HELPER")
-	if role == "" {
-		t.Skip("helper process only")
-	}
-	var err error
-	switch role {
-	case "hammer":
-		err = hammer()
-	case "holdbolt":
-		err = holdBoltHelper()
-	case "compile":
-		err = compileHelper()
-	case "holdlock":
-		err = holdLockHelper()
-	default:
-		err = fmt.Errorf("unknown role %q", role)
-	}
-	if err != nil {
-		fmt.Println("ERROR", err)
-		os.Exit(3)
-	}
-	os.Exit(0)
-}
-
-// blockUntilKilled parks a helper process until its parent kills it (or
-// closes its stdin at the end of the test).
-func blockUntilKilled() {
-	io.Copy(io.Discard, os.Stdin)
-	os.Exit(4)
+	testproc.Serve(t, map[string]func() error{
+		"hammer":   hammer,
+		"compile":  compileHelper,
+		"holdlock": holdLockHelper,
+	})
 }
 
 // hammerSize is the code size of key n in the cross-process test.
@@ -348,7 +323,7 @@ func hammer() error {
 		writes++
 		if writes == killAt {
 			fmt.Println("MIDWRITE")
-			blockUntilKilled()
+			testproc.BlockUntilKilled()
 		}
 	}
 	ctx := context.Background()
@@ -381,31 +356,6 @@ func hammer() error {
 	return nil
 }
 
-// helper starts the test binary as a helper process with env.
-func helper(t *testing.T, ctx context.Context, env ...string) (*exec.Cmd, *bufio.Scanner) {
-	t.Helper()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), env...)
-	// The child's stdin is a pipe the parent keeps open until the test
-	// ends, so blockUntilKilled blocks in a read (a bare select{} would be
-	// reported as a deadlock by the runtime and end the child).
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	cmd.Stdin = r
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd, bufio.NewScanner(out)
-}
-
 func TestFileStreamCrossProcess(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("uses SIGKILL")
@@ -424,7 +374,7 @@ func TestFileStreamCrossProcess(t *testing.T) {
 		if w%3 == 0 { // workers 0, 3, 6 are killed half way through a write
 			killAt = 5 + w
 		}
-		cmd, sc := helper(t, ctx, "PROGCACHE_HELPER=hammer", "PROGCACHE_DIR="+dir,
+		cmd, sc := testproc.Start(t, ctx, "PROGCACHE_HELPER=hammer", "PROGCACHE_DIR="+dir,
 			"PROGCACHE_SEED="+strconv.Itoa(w), "PROGCACHE_KILL_AT_WRITE="+strconv.Itoa(killAt))
 		wg.Go(func() {
 			var last string

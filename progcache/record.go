@@ -43,19 +43,20 @@ import (
 	"hash/crc32"
 	"slices"
 
+	"github.com/accelkit/accelkit/progcache/internal/recordfmt"
 	"golang.org/x/crypto/blake2b"
 )
 
 const (
-	recordMagic   = "AKPC"
+	recordMagic   = recordfmt.Magic
 	recordVersion = 2
 
 	checkCRC32C     = 1
 	checkBlake2bMAC = 2
 	checkHMACSHA256 = 3
 
-	keyIDSize        = 8
-	recordHeaderSize = 4 + 1 + 1 + keyIDSize + KeySize
+	keyIDSize        = recordfmt.KeyIDSize
+	recordHeaderSize = recordfmt.KeyAt + KeySize
 
 	// MaxKindLen bounds Object.Kind: a short format name.
 	MaxKindLen = 255
@@ -86,7 +87,10 @@ type RecordOptions struct {
 	FIPS bool
 }
 
-func (o RecordOptions) validate() error {
+// Validate checks the options: a MACKey, when set, must be MinMACKeyLen
+// to MaxMACKeyLen bytes long. The caches call it when they are opened;
+// EncodeRecord and DecodeRecord call it too.
+func (o RecordOptions) Validate() error {
 	if o.MACKey != nil && (len(o.MACKey) < MinMACKeyLen || len(o.MACKey) > MaxMACKeyLen) {
 		return fmt.Errorf("progcache: RecordOptions.MACKey of %d bytes: want none, or %d to %d bytes: %w", len(o.MACKey), MinMACKeyLen, MaxMACKeyLen, ErrInvalidConfig)
 	}
@@ -155,7 +159,7 @@ func RecordSize(obj Object, o RecordOptions) int64 {
 // EncodeRecord returns the record of obj stored under k. It fails with
 // ErrInvalidInput when a field is over its bound.
 func EncodeRecord(k Key, obj Object, o RecordOptions) ([]byte, error) {
-	if err := o.validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return nil, err
 	}
 	if len(obj.Kind) > MaxKindLen {
@@ -215,7 +219,7 @@ func appendMap(b []byte, m map[string]string) []byte {
 // holds.
 func DecodeRecord(b []byte, o RecordOptions) (Key, Object, error) {
 	var k Key
-	if err := o.validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return k, Object{}, err
 	}
 	ts := o.trailerSize()
@@ -236,7 +240,7 @@ func DecodeRecord(b []byte, o RecordOptions) (Key, Object, error) {
 	} else if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(trailer) {
 		return k, Object{}, corruptf("checksum mismatch")
 	}
-	copy(k[:], body[6+keyIDSize:recordHeaderSize])
+	copy(k[:], body[recordfmt.KeyAt:recordHeaderSize])
 	r := reader{b: body[recordHeaderSize:]}
 	var obj Object
 	obj.Kind = string(r.next(int(r.u16())))

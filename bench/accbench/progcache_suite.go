@@ -12,6 +12,7 @@ import (
 
 	"github.com/accelkit/accelkit/bench/report"
 	"github.com/accelkit/accelkit/progcache"
+	"github.com/accelkit/accelkit/progcache/bolt"
 )
 
 // NamedCache is a progcache backend the suite measures, opened in dir.
@@ -24,7 +25,7 @@ func builtinCaches() []NamedCache {
 	return []NamedCache{
 		{"memory", func(string) (progcache.Cache, error) { return progcache.NewMemory(progcache.MemoryOptions{}) }},
 		{"bolt", func(dir string) (progcache.Cache, error) {
-			return progcache.OpenBolt(filepath.Join(dir, "cache.bolt"), progcache.BoltOptions{})
+			return bolt.Open(filepath.Join(dir, "cache.bolt"), bolt.Options{})
 		}},
 		{"filestream", func(dir string) (progcache.Cache, error) {
 			return progcache.OpenFileStream(filepath.Join(dir, "fs"), progcache.FileStreamOptions{})

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/accelkit/accelkit/progcache"
+	"github.com/accelkit/accelkit/progcache/bolt"
 )
 
 func main() {
@@ -175,7 +176,7 @@ func open(path string, rec progcache.RecordOptions, readOnly bool) (progcache.Ad
 		}
 		return progcache.OpenFileStream(path, progcache.FileStreamOptions{Record: rec, ReadOnly: readOnly})
 	}
-	return progcache.OpenBolt(path, progcache.BoltOptions{Record: rec, ReadOnly: readOnly})
+	return bolt.Open(path, bolt.Options{Record: rec, ReadOnly: readOnly})
 }
 
 type printer struct {

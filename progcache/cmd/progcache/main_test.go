@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/accelkit/accelkit/progcache"
+	"github.com/accelkit/accelkit/progcache/bolt"
 	"github.com/accelkit/accelkit/progcache/cachetest"
 )
 
@@ -72,7 +73,7 @@ func TestCLI(t *testing.T) {
 	}
 	fill(t, fsc, 5)
 	boltPath := filepath.Join(t.TempDir(), "c.db")
-	bc, err := progcache.OpenBolt(boltPath, progcache.BoltOptions{})
+	bc, err := bolt.Open(boltPath, bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func TestCLIReadOnlyCommandsChangeNothing(t *testing.T) {
 	}
 	fill(t, fsc, 5)
 	boltDir := t.TempDir()
-	bc, err := progcache.OpenBolt(filepath.Join(boltDir, "c.db"), progcache.BoltOptions{})
+	bc, err := bolt.Open(filepath.Join(boltDir, "c.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestCLIVerifyWithoutMACKeyKeepsEntries(t *testing.T) {
 	fsc, _ := progcache.OpenFileStream(fsDir, progcache.FileStreamOptions{Record: rec})
 	fill(t, fsc, 20)
 	boltPath := filepath.Join(t.TempDir(), "c.db")
-	bc, _ := progcache.OpenBolt(boltPath, progcache.BoltOptions{Record: rec})
+	bc, _ := bolt.Open(boltPath, bolt.Options{Record: rec})
 	fill(t, bc, 20)
 	for name, path := range map[string]string{"filestream": fsDir, "bolt": boltPath} {
 		t.Run(name, func(t *testing.T) {

@@ -1,7 +1,7 @@
-//go:build !race
+//go:build race
 
-package progcache
+package bolt
 
 // raceEnabled reports whether the tests run under the race detector, which
 // makes single-goroutine sweeps several times slower without finding more.
-const raceEnabled = false
+const raceEnabled = true

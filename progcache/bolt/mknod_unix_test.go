@@ -1,6 +1,6 @@
 //go:build linux || darwin
 
-package progcache
+package bolt
 
 import (
 	"os"

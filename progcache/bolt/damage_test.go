@@ -1,4 +1,4 @@
-package progcache
+package bolt
 
 // Damaged bolt files: truncations and seeded byte flips of a populated
 // cache, each opened read-only and read-write and driven through every
@@ -28,7 +28,8 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/accelkit/accelkit/progcache"
+	bbolt "go.etcd.io/bbolt"
 )
 
 const (
@@ -55,7 +56,7 @@ func damageSize(n int) int {
 func writeDamageFixture(tb testing.TB, p string, entries int) []byte {
 	tb.Helper()
 	ctx := context.Background()
-	c, err := OpenBolt(p, quietBolt(BoltOptions{NoSync: true}))
+	c, err := Open(p, quietBolt(Options{NoSync: true}))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -106,12 +107,12 @@ func layoutOf(tb testing.TB, p string, orig []byte) fixtureLayout {
 		m = m1
 	}
 	l := fixtureLayout{ps: ps, used: int(m.pgid) * ps, freelist: m.freelist, hwm: m.pgid}
-	db, err := bolt.Open(p, 0, &bolt.Options{ReadOnly: true})
+	db, err := bbolt.Open(p, 0, &bbolt.Options{ReadOnly: true})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer db.Close()
-	db.View(func(tx *bolt.Tx) error {
+	db.View(func(tx *bbolt.Tx) error {
 		l.entriesRoot = uint64(tx.Bucket(bucketEntries).Root())
 		return nil
 	})
@@ -191,13 +192,13 @@ func damage(orig []byte, l fixtureLayout, seed uint64, i int) ([]byte, string) {
 // damageOK reports whether err is an error a damaged file may give: a
 // refusal (ErrNotCache) or a damage report (ErrCorrupt).
 func damageOK(err error) bool {
-	return err == nil || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotCache)
+	return err == nil || errors.Is(err, progcache.ErrCorrupt) || errors.Is(err, progcache.ErrNotCache)
 }
 
 // damageReads runs the reading operations on a cache over a damaged file:
 // each may fail only as damageOK allows, and a hit must be the object
 // stored.
-func damageReads(ctx context.Context, c *Bolt, entries int) []error {
+func damageReads(ctx context.Context, c *Cache, entries int) []error {
 	var errs []error
 	check := func(op string, err error) {
 		if !damageOK(err) {
@@ -225,10 +226,10 @@ func damageReads(ctx context.Context, c *Bolt, entries int) []error {
 func exerciseDamaged(p string, entries int) error {
 	ctx := context.Background()
 	before, _ := os.ReadFile(p)
-	c, err := OpenBolt(p, quietBolt(BoltOptions{NoSync: true}))
+	c, err := Open(p, quietBolt(Options{NoSync: true}))
 	if err != nil {
 		if !damageOK(err) {
-			return fmt.Errorf("open: %w; want nil, ErrNotCache or ErrCorrupt", err)
+			return fmt.Errorf("open: %w; want nil, progcache.ErrNotCache or progcache.ErrCorrupt", err)
 		}
 		if after, _ := os.ReadFile(p); !bytes.Equal(before, after) {
 			return fmt.Errorf("open refused (%w) but changed the file", err)
@@ -259,7 +260,7 @@ func exerciseDamaged(p string, entries int) error {
 	check("Close", c.Close())
 
 	// Whatever happened, the path must hold a working cache again.
-	c, err = OpenBolt(p, quietBolt(BoltOptions{NoSync: true}))
+	c, err = Open(p, quietBolt(Options{NoSync: true}))
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("reopen: %w", err))...)
 	}
@@ -427,10 +428,10 @@ func exerciseReadOnly(p string, b []byte) error {
 		return err
 	}
 	var errs []error
-	c, err := OpenBolt(p, quietBolt(BoltOptions{ReadOnly: true}))
+	c, err := Open(p, quietBolt(Options{ReadOnly: true}))
 	if err != nil {
 		if !damageOK(err) {
-			errs = append(errs, fmt.Errorf("open: %w; want nil, ErrNotCache or ErrCorrupt", err))
+			errs = append(errs, fmt.Errorf("open: %w; want nil, progcache.ErrNotCache or progcache.ErrCorrupt", err))
 		}
 	} else {
 		errs = append(errs, damageReads(ctx, c, damageEntries)...)
@@ -441,9 +442,9 @@ func exerciseReadOnly(p string, b []byte) error {
 		} {
 			switch {
 			case err == nil:
-				errs = append(errs, fmt.Errorf("%s on a read-only cache succeeded, want ErrReadOnly", op))
-			case !errors.Is(err, ErrReadOnly) && !errors.Is(err, ErrCorrupt):
-				errs = append(errs, fmt.Errorf("%s on a read-only cache = %w, want ErrReadOnly", op, err))
+				errs = append(errs, fmt.Errorf("%s on a read-only cache succeeded, want progcache.ErrReadOnly", op))
+			case !errors.Is(err, progcache.ErrReadOnly) && !errors.Is(err, progcache.ErrCorrupt):
+				errs = append(errs, fmt.Errorf("%s on a read-only cache = %w, want progcache.ErrReadOnly", op, err))
 			}
 		}
 		if err := c.Close(); !damageOK(err) {
@@ -507,39 +508,39 @@ func TestBoltDamageWhileOpen(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		wedged bool // whether the panic leaves bbolt's locks held
-		damage func(t *testing.T, c *Bolt, p string)
-		op     func(c *Bolt) error
+		damage func(t *testing.T, c *Cache, p string)
+		op     func(c *Cache) error
 	}{
 		// bbolt faults reading the meta page in Begin, holding its meta
 		// and mmap locks: the handle is wedged.
-		{"truncated to nothing, Get", true, func(t *testing.T, c *Bolt, p string) { os.Truncate(p, 0) }, func(c *Bolt) error {
+		{"truncated to nothing, Get", true, func(t *testing.T, c *Cache, p string) { os.Truncate(p, 0) }, func(c *Cache) error {
 			_, ok, err := c.Get(ctx, testKey(1))
 			if ok {
 				return errors.New("a hit from a truncated file")
 			}
 			return err
 		}},
-		{"truncated to nothing, Put", true, func(t *testing.T, c *Bolt, p string) { os.Truncate(p, 0) }, func(c *Bolt) error {
+		{"truncated to nothing, Put", true, func(t *testing.T, c *Cache, p string) { os.Truncate(p, 0) }, func(c *Cache) error {
 			return c.Put(ctx, testKey(99), testObject(99, 10))
 		}},
 		// The tree lies past the end: SIGBUS inside the transaction,
 		// which rolls back cleanly.
-		{"truncated to the meta pages, Get", false, func(t *testing.T, c *Bolt, p string) {
+		{"truncated to the meta pages, Get", false, func(t *testing.T, c *Cache, p string) {
 			os.Truncate(p, 2*int64(c.h.db.Info().PageSize))
-		}, func(c *Bolt) error {
+		}, func(c *Cache) error {
 			_, _, err := c.Get(ctx, testKey(1))
 			return err
 		}},
 		// bbolt's page assertion panics inside the transaction.
-		{"entries root overwritten, Entries", false, func(t *testing.T, c *Bolt, p string) {
+		{"entries root overwritten, Entries", false, func(t *testing.T, c *Cache, p string) {
 			writeBehind(t, p, entriesRoot(t, c)*int64(c.h.db.Info().PageSize), bytes.Repeat([]byte{0xEE}, 16))
-		}, func(c *Bolt) error {
+		}, func(c *Cache) error {
 			_, err := c.Entries(ctx, false)
 			switch {
 			case err == nil:
-				return errors.New("Entries on a damaged file succeeded, want ErrCorrupt")
-			case !errors.Is(err, ErrCorrupt):
-				return fmt.Errorf("Entries on a damaged file = %w, want ErrCorrupt", err)
+				return errors.New("Entries on a damaged file succeeded, want progcache.ErrCorrupt")
+			case !errors.Is(err, progcache.ErrCorrupt):
+				return fmt.Errorf("Entries on a damaged file = %w, want progcache.ErrCorrupt", err)
 			}
 			return nil
 		}},
@@ -547,18 +548,18 @@ func TestBoltDamageWhileOpen(t *testing.T) {
 		// rollback would re-read the damaged free list and panic again,
 		// holding bbolt's writer lock, so DB.Close would wait for ever;
 		// run rolls back with Tx.Rollback, which does not read the file.
-		{"entries root and free list overwritten, Put", false, func(t *testing.T, c *Bolt, p string) {
+		{"entries root and free list overwritten, Put", false, func(t *testing.T, c *Cache, p string) {
 			ps := int64(c.h.db.Info().PageSize)
 			b, _ := os.ReadFile(p)
 			writeBehind(t, p, entriesRoot(t, c)*ps, bytes.Repeat([]byte{0xEE}, 16))
 			writeBehind(t, p, int64(currentMeta(b).freelist)*ps, bytes.Repeat([]byte{0xEE}, 16))
-		}, func(c *Bolt) error {
+		}, func(c *Cache) error {
 			return c.Put(ctx, testKey(99), testObject(99, 10))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "cache.db")
-			c := openBolt(t, p, BoltOptions{NoSync: true})
+			c := openBolt(t, p, Options{NoSync: true})
 			for n := range 60 {
 				c.Put(ctx, testKey(n), testObject(n, 700))
 			}
@@ -589,7 +590,7 @@ func TestBoltDamageWhileOpen(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
-			c = openBolt(t, p, BoltOptions{})
+			c = openBolt(t, p, Options{})
 			if _, ok, _ := c.Get(ctx, testKey(1)); !ok {
 				t.Error("the new file lost its entry across a reopen")
 			}
@@ -597,10 +598,10 @@ func TestBoltDamageWhileOpen(t *testing.T) {
 	}
 }
 
-func entriesRoot(t *testing.T, c *Bolt) int64 {
+func entriesRoot(t *testing.T, c *Cache) int64 {
 	t.Helper()
 	var root int64
-	c.h.db.View(func(tx *bolt.Tx) error {
+	c.h.db.View(func(tx *bbolt.Tx) error {
 		root = int64(tx.Bucket(bucketEntries).Root())
 		return nil
 	})
@@ -617,7 +618,7 @@ func entriesRoot(t *testing.T, c *Bolt) int64 {
 func TestBoltDamageConcurrent(t *testing.T) {
 	ctx := context.Background()
 	p := filepath.Join(t.TempDir(), "cache.db")
-	c := openBolt(t, p, BoltOptions{NoSync: true, MaxBytes: 256 << 10})
+	c := openBolt(t, p, Options{NoSync: true, MaxBytes: 256 << 10})
 	const workers, keys = 6, 40
 	size := func(n int) int { return 200 + 97*n }
 	for n := range keys {
@@ -642,7 +643,7 @@ func TestBoltDamageConcurrent(t *testing.T) {
 				var err error
 				switch op := r.IntN(20); {
 				case op < 10:
-					var got Object
+					var got progcache.Object
 					var ok bool
 					got, ok, err = c.Get(ctx, testKey(n))
 					if ok && !got.Equal(testObject(n, size(n))) {
@@ -661,7 +662,7 @@ func TestBoltDamageConcurrent(t *testing.T) {
 				default:
 					_, err = c.Len(ctx)
 				}
-				if err != nil && !errors.Is(err, ErrCorrupt) {
+				if err != nil && !errors.Is(err, progcache.ErrCorrupt) {
 					errs <- err
 					return
 				}

@@ -1,4 +1,4 @@
-package progcache
+package bolt
 
 import (
 	"encoding/binary"
@@ -6,29 +6,30 @@ import (
 	"path/filepath"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/accelkit/accelkit/progcache"
+	bbolt "go.etcd.io/bbolt"
 )
 
 // buildBigBolt writes a cache of n entries of code size each at p,
 // batching many puts per transaction so that a 100 MB file builds quickly.
 func buildBigBolt(b *testing.B, p string, n, size int) {
-	c, err := OpenBolt(p, quietBolt(BoltOptions{NoSync: true}))
+	c, err := Open(p, quietBolt(Options{NoSync: true}))
 	if err != nil {
 		b.Fatal(err)
 	}
 	c.Close()
-	db, err := bolt.Open(p, 0o600, &bolt.Options{NoSync: true})
+	db, err := bbolt.Open(p, 0o600, &bbolt.Options{NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer db.Close()
 	const batch = 500
 	for i := 0; i < n; i += batch {
-		err := db.Update(func(tx *bolt.Tx) error {
+		err := db.Update(func(tx *bbolt.Tx) error {
 			eb, at := tx.Bucket(bucketEntries), tx.Bucket(bucketATime)
 			for j := i; j < min(n, i+batch); j++ {
 				k := testKey(j)
-				rec, err := EncodeRecord(k, testObject(j, size), RecordOptions{})
+				rec, err := progcache.EncodeRecord(k, testObject(j, size), progcache.RecordOptions{})
 				if err != nil {
 					return err
 				}
@@ -77,13 +78,13 @@ func BenchmarkBoltOpenCheck(b *testing.B) {
 				}
 			})
 			b.Run("bbolt-Tx.Check", func(b *testing.B) {
-				db, err := bolt.Open(p, 0, &bolt.Options{ReadOnly: true})
+				db, err := bbolt.Open(p, 0, &bbolt.Options{ReadOnly: true})
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer db.Close()
 				for b.Loop() {
-					db.View(func(tx *bolt.Tx) error {
+					db.View(func(tx *bbolt.Tx) error {
 						for err := range tx.Check() {
 							b.Fatal(err)
 						}
@@ -91,9 +92,9 @@ func BenchmarkBoltOpenCheck(b *testing.B) {
 					})
 				}
 			})
-			b.Run("OpenBolt+Close", func(b *testing.B) {
+			b.Run("Open+Close", func(b *testing.B) {
 				for b.Loop() {
-					c, err := OpenBolt(p, quietBolt(BoltOptions{ReadOnly: true}))
+					c, err := Open(p, quietBolt(Options{ReadOnly: true}))
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -1,4 +1,4 @@
-package progcache
+package bolt
 
 import (
 	"bytes"
@@ -16,17 +16,24 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/accelkit/accelkit/progcache"
+	"github.com/accelkit/accelkit/progcache/cachetest"
+	"github.com/accelkit/accelkit/progcache/internal/testproc"
+	bbolt "go.etcd.io/bbolt"
 )
 
-func quietBolt(o BoltOptions) BoltOptions {
+// testKey and testObject make the deterministic keys and objects of these
+// tests.
+var testKey, testObject = cachetest.KeyN, cachetest.ObjectN
+
+func quietBolt(o Options) Options {
 	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	return o
 }
 
-func openBolt(t *testing.T, path string, o BoltOptions) *Bolt {
+func openBolt(t *testing.T, path string, o Options) *Cache {
 	t.Helper()
-	c, err := OpenBolt(path, quietBolt(o))
+	c, err := Open(path, quietBolt(o))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +81,11 @@ func (s pathState) check(t *testing.T, p string) {
 
 func foreignBolt(t *testing.T, p string) {
 	t.Helper()
-	db, err := bolt.Open(p, 0o600, nil)
+	db, err := bbolt.Open(p, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.Update(func(tx *bolt.Tx) error {
+	db.Update(func(tx *bbolt.Tx) error {
 		b, _ := tx.CreateBucket([]byte("someone-else"))
 		return b.Put([]byte("k"), []byte("v"))
 	})
@@ -152,13 +159,13 @@ func TestBoltRefusesNonCache(t *testing.T) {
 				if other != "" {
 					otherState = statePath(t, other)
 				}
-				c, err := OpenBolt(p, quietBolt(BoltOptions{ReadOnly: ro, Timeout: 100 * time.Millisecond}))
+				c, err := Open(p, quietBolt(Options{ReadOnly: ro, Timeout: 100 * time.Millisecond}))
 				if err == nil {
 					c.Close()
-					t.Fatalf("OpenBolt(read-only %v) opened it; want ErrNotCache", ro)
+					t.Fatalf("Open(read-only %v) opened it; want progcache.ErrNotCache", ro)
 				}
-				if !errors.Is(err, ErrNotCache) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), tc.want) {
-					t.Errorf("OpenBolt(read-only %v) = %v; want ErrNotCache naming %s and saying %q", ro, err, p, tc.want)
+				if !errors.Is(err, progcache.ErrNotCache) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("Open(read-only %v) = %v; want progcache.ErrNotCache naming %s and saying %q", ro, err, p, tc.want)
 				}
 				before.check(t, p)
 				if other != "" {
@@ -187,18 +194,18 @@ func TestBoltEmptyAndMissing(t *testing.T) {
 	missing, empty := filepath.Join(dir, "missing.db"), filepath.Join(dir, "empty.db")
 	os.WriteFile(empty, nil, 0o600)
 	emptyState := statePath(t, empty)
-	if _, err := OpenBolt(missing, quietBolt(BoltOptions{ReadOnly: true})); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := Open(missing, quietBolt(Options{ReadOnly: true})); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("read-only open of a missing path = %v, want fs.ErrNotExist", err)
 	}
 	if _, err := os.Lstat(missing); err == nil {
 		t.Fatal("a read-only open created the file")
 	}
-	if _, err := OpenBolt(empty, quietBolt(BoltOptions{ReadOnly: true})); !errors.Is(err, ErrNotCache) {
-		t.Errorf("read-only open of an empty file = %v, want ErrNotCache", err)
+	if _, err := Open(empty, quietBolt(Options{ReadOnly: true})); !errors.Is(err, progcache.ErrNotCache) {
+		t.Errorf("read-only open of an empty file = %v, want progcache.ErrNotCache", err)
 	}
 	emptyState.check(t, empty)
 	for _, p := range []string{missing, empty} {
-		c := openBolt(t, p, BoltOptions{})
+		c := openBolt(t, p, Options{})
 		if c.SetAside() != "" {
 			t.Errorf("%s: set aside %s", p, c.SetAside())
 		}
@@ -222,11 +229,11 @@ func TestBoltSymlink(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	target, link := filepath.Join(dir, "real.db"), filepath.Join(dir, "cache.db")
-	c := openBolt(t, target, BoltOptions{})
+	c := openBolt(t, target, Options{})
 	c.Put(ctx, testKey(1), testObject(1, 100))
 	c.Close()
 	symlinkOrSkip(t, "real.db", link)
-	c = openBolt(t, link, BoltOptions{})
+	c = openBolt(t, link, Options{})
 	if _, ok, err := c.Get(ctx, testKey(1)); !ok || err != nil {
 		t.Fatalf("Get through a link: hit %v, err %v", ok, err)
 	}
@@ -236,9 +243,9 @@ func TestBoltSymlink(t *testing.T) {
 	os.WriteFile(target, b[:len(b)/3], 0o600) // truncated: damaged
 	linkState, targetState := statePath(t, link), statePath(t, target)
 	for _, ro := range []bool{false, true} {
-		_, err := OpenBolt(link, quietBolt(BoltOptions{ReadOnly: ro}))
-		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), link) {
-			t.Errorf("OpenBolt(read-only %v) of a link to a damaged cache = %v; want ErrCorrupt naming the link", ro, err)
+		_, err := Open(link, quietBolt(Options{ReadOnly: ro}))
+		if !errors.Is(err, progcache.ErrCorrupt) || !strings.Contains(err.Error(), link) {
+			t.Errorf("Open(read-only %v) of a link to a damaged cache = %v; want progcache.ErrCorrupt naming the link", ro, err)
 		}
 		linkState.check(t, link)
 		targetState.check(t, target)
@@ -253,7 +260,7 @@ func TestBoltDamagedSetAside(t *testing.T) {
 	orig := writeDamageFixture(t, p, 40)
 	b := orig[:len(orig)/4]
 	os.WriteFile(p, b, 0o600)
-	c := openBolt(t, p, BoltOptions{})
+	c := openBolt(t, p, Options{})
 	if c.SetAside() == "" {
 		t.Fatal("a truncated cache must be set aside")
 	}
@@ -273,13 +280,13 @@ func TestBoltDamagedSetAside(t *testing.T) {
 
 func TestBoltSchemaMismatch(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "cache.db")
-	c := openBolt(t, p, BoltOptions{})
+	c := openBolt(t, p, Options{})
 	c.Put(context.Background(), testKey(1), testObject(1, 10))
-	c.h.db.Update(func(tx *bolt.Tx) error {
+	c.h.db.Update(func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keySchema, []byte("accelkit/progcache/bolt/v0"))
 	})
 	c.Close()
-	c2 := openBolt(t, p, BoltOptions{})
+	c2 := openBolt(t, p, Options{})
 	if c2.SetAside() == "" {
 		t.Fatal("a schema mismatch must rebuild")
 	}
@@ -290,10 +297,10 @@ func TestBoltSchemaMismatch(t *testing.T) {
 
 func TestBoltCorruptEntry(t *testing.T) {
 	ctx := context.Background()
-	c := openBolt(t, filepath.Join(t.TempDir(), "cache.db"), BoltOptions{})
+	c := openBolt(t, filepath.Join(t.TempDir(), "cache.db"), Options{})
 	c.Put(ctx, testKey(1), testObject(1, 100))
 	k1 := testKey(1)
-	c.h.db.Update(func(tx *bolt.Tx) error {
+	c.h.db.Update(func(tx *bbolt.Tx) error {
 		v := bytes.Clone(tx.Bucket(bucketEntries).Get(k1[:]))
 		v[len(v)/2] ^= 1
 		return tx.Bucket(bucketEntries).Put(k1[:], v)
@@ -309,8 +316,8 @@ func TestBoltCorruptEntry(t *testing.T) {
 func TestBoltReadAwareLRU(t *testing.T) {
 	ctx := context.Background()
 	p := filepath.Join(t.TempDir(), "cache.db")
-	size := RecordSize(testObject(0, 1000), RecordOptions{})
-	c := openBolt(t, p, BoltOptions{MaxBytes: 3 * size})
+	size := progcache.RecordSize(testObject(0, 1000), progcache.RecordOptions{})
+	c := openBolt(t, p, Options{MaxBytes: 3 * size})
 	for i := range 3 {
 		c.Put(ctx, testKey(i), testObject(i, 1000))
 	}
@@ -318,7 +325,7 @@ func TestBoltReadAwareLRU(t *testing.T) {
 	c.Close()
 	// The access time was batched in memory and written on Close; a
 	// reopened cache must know 0 was used after 1 and 2.
-	c = openBolt(t, p, BoltOptions{MaxBytes: 3 * size})
+	c = openBolt(t, p, Options{MaxBytes: 3 * size})
 	c.Put(ctx, testKey(3), testObject(3, 1000))
 	if _, ok, _ := c.Get(ctx, testKey(1)); ok {
 		t.Error("entry 1 (least recently used) must be evicted")
@@ -330,7 +337,7 @@ func TestBoltReadAwareLRU(t *testing.T) {
 
 func TestBoltAccessBatch(t *testing.T) {
 	ctx := context.Background()
-	c := openBolt(t, filepath.Join(t.TempDir(), "cache.db"), BoltOptions{})
+	c := openBolt(t, filepath.Join(t.TempDir(), "cache.db"), Options{})
 	c.Put(ctx, testKey(1), testObject(1, 10))
 	writes := func() int64 { st := c.h.db.Stats(); return st.TxStats.GetWrite() }
 	before := writes()
@@ -344,30 +351,36 @@ func TestBoltAccessBatch(t *testing.T) {
 
 func TestBoltCaps(t *testing.T) {
 	for _, tc := range []struct {
-		o     BoltOptions
+		o     Options
 		field string // the field and value the error must name
 	}{
-		{BoltOptions{MaxBytes: -1}, "BoltOptions.MaxBytes -1"},
-		{BoltOptions{Timeout: -1}, "BoltOptions.Timeout -1ns"},
-		{BoltOptions{Record: RecordOptions{MACKey: make([]byte, 65)}}, "RecordOptions.MACKey of 65 bytes"},
+		{Options{MaxBytes: -1}, "bolt.Options.MaxBytes -1"},
+		{Options{Timeout: -1}, "bolt.Options.Timeout -1ns"},
+		{Options{Record: progcache.RecordOptions{MACKey: make([]byte, 65)}}, "RecordOptions.MACKey of 65 bytes"},
 	} {
-		_, err := OpenBolt(filepath.Join(t.TempDir(), "x.db"), tc.o)
-		if !errors.Is(err, ErrInvalidConfig) {
-			t.Errorf("OpenBolt(%+v) = %v, want ErrInvalidConfig", tc.o, err)
+		_, err := Open(filepath.Join(t.TempDir(), "x.db"), tc.o)
+		if !errors.Is(err, progcache.ErrInvalidConfig) {
+			t.Errorf("Open(%+v) = %v, want progcache.ErrInvalidConfig", tc.o, err)
 		} else if !strings.Contains(err.Error(), tc.field) {
-			t.Errorf("OpenBolt(%+v) = %v; the error must name the field and value (%q)", tc.o, err, tc.field)
+			t.Errorf("Open(%+v) = %v; the error must name the field and value (%q)", tc.o, err, tc.field)
 		}
 	}
 }
 
+// TestHelperProcess is not a test: it is the body of the processes that
+// TestBoltLocked starts by re-executing the test binary.
+func TestHelperProcess(t *testing.T) {
+	testproc.Serve(t, map[string]func() error{"holdbolt": holdBoltHelper})
+}
+
 func holdBoltHelper() error {
-	c, err := OpenBolt(os.Getenv("PROGCACHE_FILE"), BoltOptions{})
+	c, err := Open(os.Getenv("PROGCACHE_FILE"), Options{})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	fmt.Println("OPEN")
-	blockUntilKilled()
+	testproc.BlockUntilKilled()
 	return nil
 }
 
@@ -376,7 +389,7 @@ func TestBoltLocked(t *testing.T) {
 		t.Skip("flock semantics")
 	}
 	p := filepath.Join(t.TempDir(), "cache.db")
-	c := openBolt(t, p, BoltOptions{})
+	c := openBolt(t, p, Options{})
 	c.Put(context.Background(), testKey(1), testObject(1, 100))
 	c.Close()
 	sum := func() [32]byte { b, _ := os.ReadFile(p); return sha256.Sum256(b) }
@@ -384,16 +397,16 @@ func TestBoltLocked(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd, sc := helper(t, ctx, "PROGCACHE_HELPER=holdbolt", "PROGCACHE_FILE="+p)
+	cmd, sc := testproc.Start(t, ctx, "PROGCACHE_HELPER=holdbolt", "PROGCACHE_FILE="+p)
 	if !sc.Scan() || sc.Text() != "OPEN" {
 		t.Fatalf("child did not open the file: %q", sc.Text())
 	}
 	if sum() != before {
 		t.Fatal("opening an existing file must not write to it")
 	}
-	_, err := OpenBolt(p, quietBolt(BoltOptions{Timeout: 200 * time.Millisecond}))
+	_, err := Open(p, quietBolt(Options{Timeout: 200 * time.Millisecond}))
 	if !errors.Is(err, ErrLocked) {
-		t.Fatalf("OpenBolt on a held file = %v, want ErrLocked", err)
+		t.Fatalf("Open on a held file = %v, want ErrLocked", err)
 	}
 	if !strings.Contains(err.Error(), "FileStream") {
 		t.Errorf("the ErrLocked message must point to FileStream: %v", err)
@@ -414,8 +427,8 @@ func TestBoltLocked(t *testing.T) {
 func TestBoltOtherMACKeyKept(t *testing.T) {
 	ctx := context.Background()
 	p := filepath.Join(t.TempDir(), "cache.db")
-	right := BoltOptions{Record: RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32)}}
-	wrong := BoltOptions{Record: RecordOptions{MACKey: bytes.Repeat([]byte{2}, 32)}}
+	right := Options{Record: progcache.RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32)}}
+	wrong := Options{Record: progcache.RecordOptions{MACKey: bytes.Repeat([]byte{2}, 32)}}
 	c := openBolt(t, p, right)
 	if err := c.Put(ctx, testKey(1), testObject(1, 100)); err != nil {
 		t.Fatal(err)
@@ -446,7 +459,7 @@ func TestBoltReadOnly(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "cache.db")
-	c := openBolt(t, p, BoltOptions{})
+	c := openBolt(t, p, Options{})
 	for n := range 5 {
 		c.Put(ctx, testKey(n), testObject(n, 300))
 	}
@@ -454,11 +467,11 @@ func TestBoltReadOnly(t *testing.T) {
 	c.Close()
 	// Entry 4's record is corrupt.
 	k4 := testKey(4)
-	db, err := bolt.Open(p, 0o600, nil)
+	db, err := bbolt.Open(p, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.Update(func(tx *bolt.Tx) error {
+	db.Update(func(tx *bbolt.Tx) error {
 		v := bytes.Clone(tx.Bucket(bucketEntries).Get(k4[:]))
 		v[len(v)/2] ^= 1
 		return tx.Bucket(bucketEntries).Put(k4[:], v)
@@ -468,10 +481,10 @@ func TestBoltReadOnly(t *testing.T) {
 	os.Chtimes(p, old, old)
 	before := statePath(t, p)
 
-	ro := openBolt(t, p, BoltOptions{ReadOnly: true})
+	ro := openBolt(t, p, Options{ReadOnly: true})
 	// A second reader shares the lock.
-	ro2 := openBolt(t, p, BoltOptions{ReadOnly: true})
-	if _, err := OpenBolt(p, quietBolt(BoltOptions{Timeout: 100 * time.Millisecond})); !errors.Is(err, ErrLocked) {
+	ro2 := openBolt(t, p, Options{ReadOnly: true})
+	if _, err := Open(p, quietBolt(Options{Timeout: 100 * time.Millisecond})); !errors.Is(err, ErrLocked) {
 		t.Errorf("read-write open while read-only opens hold the file = %v, want ErrLocked", err)
 	}
 	for range accessBatch + 1 {
@@ -508,8 +521,8 @@ func TestBoltReadOnly(t *testing.T) {
 		"Prune":           func() error { _, err := ro.Prune(ctx, 1); return err }(),
 		"Entries(verify)": func() error { _, err := ro.Entries(ctx, true); return err }(),
 	} {
-		if !errors.Is(err, ErrReadOnly) || !strings.Contains(err.Error(), p) {
-			t.Errorf("%s on a read-only cache = %v, want ErrReadOnly naming the file", op, err)
+		if !errors.Is(err, progcache.ErrReadOnly) || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s on a read-only cache = %v, want progcache.ErrReadOnly naming the file", op, err)
 		}
 	}
 	if err := ro.Close(); err != nil {
@@ -523,8 +536,8 @@ func TestBoltReadOnly(t *testing.T) {
 	os.WriteFile(p, b[:len(b)/3], 0o600)
 	os.Chtimes(p, old, old)
 	before = statePath(t, p)
-	if _, err := OpenBolt(p, quietBolt(BoltOptions{ReadOnly: true})); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), p) {
-		t.Errorf("read-only open of a damaged file = %v, want ErrCorrupt naming it", err)
+	if _, err := Open(p, quietBolt(Options{ReadOnly: true})); !errors.Is(err, progcache.ErrCorrupt) || !strings.Contains(err.Error(), p) {
+		t.Errorf("read-only open of a damaged file = %v, want progcache.ErrCorrupt naming it", err)
 	}
 	before.check(t, p)
 }

@@ -1,4 +1,4 @@
-package progcache
+package bolt
 
 // Checking a bolt file before bbolt touches it.
 //
@@ -68,6 +68,9 @@ import (
 	"math/bits"
 	"os"
 	"strings"
+
+	"github.com/accelkit/accelkit/progcache"
+	"github.com/accelkit/accelkit/progcache/internal/recordfmt"
 )
 
 // bbolt's on-disk format (go.etcd.io/bbolt/internal/common), in the byte
@@ -231,7 +234,7 @@ func checkBoltFile(f io.ReaderAt, size int64) boltCheck {
 	if !m.valid {
 		return damagedOrForeign(f, size, ps, "no valid meta page")
 	}
-	w := boltWalker{f: f, ps: ps, hwm: m.pgid, atimes: map[Key]int64{}}
+	w := boltWalker{f: f, ps: ps, hwm: m.pgid, atimes: map[progcache.Key]int64{}}
 	if err := w.check(m, size); err != "" {
 		return damagedOrForeign(f, size, ps, err)
 	}
@@ -292,14 +295,15 @@ func hasOurRecords(f io.ReaderAt, size, ps int64) bool {
 // key: the record magic preceded by KeySize bytes that the record header
 // repeats.
 func hasEntryRecord(page []byte) bool {
-	const keyAt = recordHeaderSize - KeySize // where the header holds the key
-	for i := KeySize; i+recordHeaderSize <= len(page); i++ {
-		j := bytes.Index(page[i:len(page)-recordHeaderSize+1], []byte(recordMagic))
+	const keyAt = recordfmt.KeyAt // where the header holds the key
+	const headerSize = keyAt + progcache.KeySize
+	for i := progcache.KeySize; i+headerSize <= len(page); i++ {
+		j := bytes.Index(page[i:len(page)-headerSize+1], []byte(recordfmt.Magic))
 		if j < 0 {
 			return false
 		}
 		i += j
-		if bytes.Equal(page[i-KeySize:i], page[i+keyAt:i+keyAt+KeySize]) {
+		if bytes.Equal(page[i-progcache.KeySize:i], page[i+keyAt:i+keyAt+progcache.KeySize]) {
 			return true
 		}
 	}
@@ -320,7 +324,7 @@ type boltWalker struct {
 	buckets  int    // which of meta, entries, atime the root bucket holds
 	schema   string // the meta bucket's schema record
 	entries  []*boltEntry
-	atimes   map[Key]int64
+	atimes   map[progcache.Key]int64
 }
 
 // boltItem is a page still to check: its id, its depth in its bucket's
@@ -350,10 +354,10 @@ func (w *boltWalker) record(role boltBucketRole, k []byte, vsize uint64, v []byt
 	switch {
 	case role == roleMeta && string(k) == string(keySchema) && v != nil:
 		w.schema = string(v)
-	case role == roleEntries && len(k) == KeySize:
-		w.entries = append(w.entries, &boltEntry{key: Key(k), size: int64(vsize)})
-	case role == roleATime && len(k) == KeySize && len(v) == 8:
-		w.atimes[Key(k)] = int64(binary.LittleEndian.Uint64(v))
+	case role == roleEntries && len(k) == progcache.KeySize:
+		w.entries = append(w.entries, &boltEntry{key: progcache.Key(k), size: int64(vsize)})
+	case role == roleATime && len(k) == progcache.KeySize && len(v) == 8:
+		w.atimes[progcache.Key(k)] = int64(binary.LittleEndian.Uint64(v))
 	}
 }
 

@@ -1,6 +1,6 @@
 //go:build solaris || aix || android || plan9
 
-package progcache
+package bolt
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package progcache
+package bolt
 
 // Opening a bolt file: what a path may hold, and what happens to each.
 //
@@ -29,11 +29,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/accelkit/accelkit/progcache"
+	bbolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/accelkit/accelkit/progcache/internal/fsmode"
 )
 
 var errLockTimeout = errors.New("lock wait timed out")
+
+// filePerm is the mode of a bolt file this package creates.
+const filePerm = 0o600
 
 // boltHandle is one open bbolt database and the descriptor under it.
 //
@@ -59,7 +65,7 @@ var errLockTimeout = errors.New("lock wait timed out")
 // read the file (bbolt's own panic rollback re-reads the free list page,
 // which may be the damaged one, and panics again holding the writer lock).
 type boltHandle struct {
-	db      *bolt.DB
+	db      *bbolt.DB
 	file    *os.File    // the descriptor bbolt uses (handed to it through Options.OpenFile)
 	info    os.FileInfo // its fstat, to know the path still names it before a rename
 	viaLink bool        // opened through a symbolic link: never renamed
@@ -74,7 +80,7 @@ type boltHandle struct {
 type boltDamage struct{ cause string }
 
 func (e *boltDamage) Error() string { return "damaged bolt file: " + e.cause }
-func (e *boltDamage) Unwrap() error { return ErrCorrupt }
+func (e *boltDamage) Unwrap() error { return progcache.ErrCorrupt }
 
 var errWedged = &boltDamage{cause: "an earlier panic left bbolt's locks held"}
 
@@ -85,7 +91,7 @@ func damageFrom(r any) error { return &boltDamage{cause: fmt.Sprint(r)} }
 // a panic or memory fault (a file truncated under its mapping is SIGBUS)
 // becomes a *boltDamage. Faults panic only on a goroutine that asked for
 // it, so run asks around the call and restores the setting after.
-func (h *boltHandle) run(writable bool, fn func(*bolt.Tx) error) error {
+func (h *boltHandle) run(writable bool, fn func(*bbolt.Tx) error) error {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	if writable {
 		h.beginMu.Lock()
@@ -125,7 +131,7 @@ func (h *boltHandle) run(writable bool, fn func(*bolt.Tx) error) error {
 }
 
 // begin begins a transaction unless h is wedged; a panic wedges it.
-func (h *boltHandle) begin(writable bool) (tx *bolt.Tx, err error) {
+func (h *boltHandle) begin(writable bool) (tx *bbolt.Tx, err error) {
 	if h.wedged.Load() {
 		return nil, errWedged
 	}
@@ -140,7 +146,7 @@ func (h *boltHandle) begin(writable bool) (tx *bolt.Tx, err error) {
 
 // end rolls tx back unless it is over (committed, or rolled back by a
 // failed commit); a panic wedges h. Tx.Rollback does not read the file.
-func (h *boltHandle) end(tx *bolt.Tx) {
+func (h *boltHandle) end(tx *bbolt.Tx) {
 	if tx.DB() == nil {
 		return
 	}
@@ -153,7 +159,7 @@ func (h *boltHandle) end(tx *bolt.Tx) {
 }
 
 // call runs fn on tx, turning a panic into a *boltDamage.
-func call(tx *bolt.Tx, fn func(*bolt.Tx) error) (err error) {
+func call(tx *bbolt.Tx, fn func(*bbolt.Tx) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = damageFrom(r)
@@ -163,7 +169,7 @@ func call(tx *bolt.Tx, fn func(*bolt.Tx) error) (err error) {
 }
 
 // commit runs fn on tx and commits it, turning a panic into a *boltDamage.
-func commit(tx *bolt.Tx, fn func(*bolt.Tx) error) (err error) {
+func commit(tx *bbolt.Tx, fn func(*bbolt.Tx) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = damageFrom(r)
@@ -193,7 +199,7 @@ func (h *boltHandle) close() (err error) {
 
 // bucket returns tx's bucket name; a missing one is damage (the open
 // check saw all three).
-func bucket(tx *bolt.Tx, name []byte) (*bolt.Bucket, error) {
+func bucket(tx *bbolt.Tx, name []byte) (*bbolt.Bucket, error) {
 	if b := tx.Bucket(name); b != nil {
 		return b, nil
 	}
@@ -201,7 +207,7 @@ func bucket(tx *bolt.Tx, name []byte) (*bolt.Bucket, error) {
 }
 
 func notCache(path, what string) error {
-	return fmt.Errorf("progcache: %s %s; left untouched: %w", path, what, ErrNotCache)
+	return fmt.Errorf("progcache: %s %s; left untouched: %w", path, what, progcache.ErrNotCache)
 }
 
 // openBoltPath opens what path holds as a cache file (see the top of this
@@ -229,11 +235,11 @@ func openBoltPath(path string, readOnly bool) (f *os.File, viaLink, created bool
 		case err != nil:
 			return nil, false, false, fmt.Errorf("progcache: open bolt file: %w", err)
 		case !ti.Mode().IsRegular():
-			return nil, false, false, notCache(path, "is a symbolic link to "+describeMode(ti.Mode()))
+			return nil, false, false, notCache(path, "is a symbolic link to "+fsmode.Describe(ti.Mode()))
 		}
 		viaLink = true
 	} else if !li.Mode().IsRegular() {
-		return nil, false, false, notCache(path, "is "+describeMode(li.Mode()))
+		return nil, false, false, notCache(path, "is "+fsmode.Describe(li.Mode()))
 	}
 	flag := os.O_RDWR
 	if readOnly {
@@ -249,7 +255,7 @@ func openBoltPath(path string, readOnly bool) (f *os.File, viaLink, created bool
 		if err != nil {
 			return nil, false, false, fmt.Errorf("progcache: open bolt file: %w", err)
 		}
-		return nil, false, false, notCache(path, "is "+describeMode(fi.Mode()))
+		return nil, false, false, notCache(path, "is "+fsmode.Describe(fi.Mode()))
 	}
 	return f, viaLink, false, nil
 }
@@ -284,7 +290,7 @@ func setAside(path string, fi os.FileInfo, closeFile func() error) (string, erro
 
 // openBolt opens c.path as generation gen, setting aside (at most once) a
 // damaged file of ours, and returns the handle and the entries to index.
-func (c *Bolt) openBolt(gen uint64) (*boltHandle, []*boltEntry, error) {
+func (c *Cache) openBolt(gen uint64) (*boltHandle, []*boltEntry, error) {
 	for attempt := 0; ; attempt++ {
 		h, es, aside, err := c.tryOpen(gen)
 		if aside == "" {
@@ -302,7 +308,7 @@ func (c *Bolt) openBolt(gen uint64) (*boltHandle, []*boltEntry, error) {
 // tryOpen opens, locks, checks and maps the file once, and returns the
 // entries the check found. A damaged file of ours is set aside: aside is
 // then where it went and err why.
-func (c *Bolt) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string, err error) {
+func (c *Cache) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string, err error) {
 	ro := c.opts.ReadOnly
 	f, viaLink, created, err := openBoltPath(c.path, ro)
 	if err != nil {
@@ -330,14 +336,14 @@ func (c *Bolt) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string
 		switch {
 		case ro:
 			_ = closeFile() // the damage is the error to report
-			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is damaged (%s); opened read-only, so left as it is: %w", c.path, why, ErrCorrupt)
+			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is damaged (%s); opened read-only, so left as it is: %w", c.path, why, progcache.ErrCorrupt)
 		case viaLink:
 			_ = closeFile() // the damage is the error to report
-			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is damaged (%s) and is a symbolic link, so it is not set aside: move the file it points to away: %w", c.path, why, ErrCorrupt)
+			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is damaged (%s) and is a symbolic link, so it is not set aside: move the file it points to away: %w", c.path, why, progcache.ErrCorrupt)
 		}
 		aside, err := setAside(c.path, fi, closeFile)
 		if err != nil {
-			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is damaged (%s) and could not be set aside: %w", c.path, why, errors.Join(err, ErrCorrupt))
+			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is damaged (%s) and could not be set aside: %w", c.path, why, errors.Join(err, progcache.ErrCorrupt))
 		}
 		return nil, nil, aside, fmt.Errorf("%s", why)
 	}
@@ -355,7 +361,7 @@ func (c *Bolt) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string
 		return damaged(chk.reason, f.Close)
 	}
 	handToBolt(f)
-	h.db, err = openBoltDB(c.path, f, bolt.Options{Timeout: c.opts.Timeout, NoSync: c.opts.NoSync, ReadOnly: ro})
+	h.db, err = openBoltDB(c.path, f, bbolt.Options{Timeout: c.opts.Timeout, NoSync: c.opts.NoSync, ReadOnly: ro})
 	var dmg *boltDamage
 	if errors.As(err, &dmg) {
 		h.wedged.Store(true) // bbolt's Open stopped half way: only the descriptor can be closed
@@ -369,7 +375,7 @@ func (c *Bolt) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string
 		return nil, nil, "", fmt.Errorf("progcache: open bolt file %s: %w", c.path, err)
 	}
 	if chk.verdict == boltFresh {
-		err = h.run(true, func(tx *bolt.Tx) error {
+		err = h.run(true, func(tx *bbolt.Tx) error {
 			for _, b := range [][]byte{bucketMeta, bucketEntries, bucketATime} {
 				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 					return err
@@ -393,7 +399,7 @@ func (c *Bolt) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string
 
 // openBoltDB runs bolt.Open on the checked, locked descriptor f, turning a
 // panic or memory fault into a *boltDamage.
-func openBoltDB(path string, f *os.File, o bolt.Options) (db *bolt.DB, err error) {
+func openBoltDB(path string, f *os.File, o bbolt.Options) (db *bbolt.DB, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
@@ -401,5 +407,5 @@ func openBoltDB(path string, f *os.File, o bolt.Options) (db *bolt.DB, err error
 		}
 	}()
 	o.OpenFile = func(string, int, os.FileMode) (*os.File, error) { return f, nil }
-	return bolt.Open(path, filePerm, &o)
+	return bbolt.Open(path, filePerm, &o)
 }

@@ -1,4 +1,4 @@
-package progcache
+package bolt
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package progcache
+package bolt
 
 // Bolt: a one-file cache on bbolt.
 //
@@ -54,7 +54,9 @@ import (
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/accelkit/accelkit/progcache"
+	"github.com/accelkit/accelkit/progcache/internal/counters"
+	bbolt "go.etcd.io/bbolt"
 )
 
 const (
@@ -63,12 +65,16 @@ const (
 	boltSchema = "accelkit/progcache/bolt/v1"
 	// DefaultBoltTimeout is how long OpenBolt waits for another process's
 	// lock before failing with ErrLocked.
-	DefaultBoltTimeout = time.Second
+	DefaultTimeout = time.Second
 	// accessBatch is how many hits are gathered before their access times
 	// are written in one transaction: one small write per this many hits
 	// instead of one per hit.
 	accessBatch = 256
 )
+
+// ErrLocked reports a bolt file held by another process past the open
+// timeout. The file is not touched.
+var ErrLocked = errors.New("progcache: cache file locked by another process")
 
 var (
 	bucketMeta    = []byte("meta")
@@ -80,7 +86,7 @@ var (
 
 // BoltOptions configure a Bolt cache. The zero value is useful: no byte
 // cap, a one-second lock timeout, CRC-32C records.
-type BoltOptions struct {
+type Options struct {
 	// MaxBytes caps the sum of stored record sizes; 0 means no cap. The
 	// file itself is larger (pages, free list).
 	MaxBytes int64
@@ -88,7 +94,7 @@ type BoltOptions struct {
 	// before failing with ErrLocked; 0 means DefaultBoltTimeout.
 	Timeout time.Duration
 	// Record selects CRC-32C or a keyed MAC for entry records.
-	Record RecordOptions
+	Record progcache.RecordOptions
 	// NoSync skips bbolt's fsync per commit: much faster puts, but a
 	// crash can corrupt the file (it is then set aside and rebuilt on the
 	// next open, losing the cache). Off by default.
@@ -107,7 +113,7 @@ type BoltOptions struct {
 	Logger *slog.Logger
 }
 
-var _ Admin = (*Bolt)(nil)
+var _ progcache.Admin = (*Cache)(nil)
 
 // Bolt is a one-file cache on bbolt. It is safe for concurrent use by
 // goroutines of one process; only one process may open the file at a time
@@ -122,30 +128,30 @@ var _ Admin = (*Bolt)(nil)
 // holds it for reading, and replacing or closing h holds it for writing,
 // so no transaction is open on a handle being closed. Lock order: mu, then
 // dbMu; nothing takes mu while holding dbMu.
-type Bolt struct {
+type Cache struct {
 	path string
-	opts BoltOptions
+	opts Options
 
 	dbMu sync.RWMutex
 	h    *boltHandle // nil once closed or broken
 
 	mu       sync.Mutex
 	lru      *list.List // of *boltEntry, most recent at the front
-	index    map[Key]*list.Element
+	index    map[progcache.Key]*list.Element
 	bytes    int64
-	pending  map[Key]int64 // access times not yet written
+	pending  map[progcache.Key]int64 // access times not yet written
 	closed   bool
 	broken   error  // set when damage could not be repaired: every operation returns it
 	gen      uint64 // h.gen: which file the in-memory state describes
-	stats    Stats
-	setAside string // where the last damaged file was moved, if anywhere
-	flushed  Stats  // the part of stats already added to the file's counters
+	stats    progcache.Stats
+	setAside string          // where the last damaged file was moved, if anywhere
+	flushed  progcache.Stats // the part of stats already added to the file's counters
 
-	group Group // GetOrCompile's in-process deduplication; own lock
+	group progcache.Group // GetOrCompile's in-process deduplication; own lock
 }
 
 type boltEntry struct {
-	key   Key
+	key   progcache.Key
 	size  int64
 	atime int64
 }
@@ -155,23 +161,23 @@ type boltEntry struct {
 // error wrapping ErrNotCache and left as it is; a damaged cache file is set
 // aside and rebuilt (see SetAside), or, read-only or behind a symbolic
 // link, reported with an error wrapping ErrCorrupt.
-func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
+func Open(path string, opts Options) (*Cache, error) {
 	if opts.MaxBytes < 0 {
-		return nil, fmt.Errorf("progcache: BoltOptions.MaxBytes %d: want 0 (no cap) or a positive byte count: %w", opts.MaxBytes, ErrInvalidConfig)
+		return nil, fmt.Errorf("progcache: bolt.Options.MaxBytes %d: want 0 (no cap) or a positive byte count: %w", opts.MaxBytes, progcache.ErrInvalidConfig)
 	}
 	if opts.Timeout < 0 {
-		return nil, fmt.Errorf("progcache: BoltOptions.Timeout %v: want 0 (DefaultBoltTimeout) or a positive duration: %w", opts.Timeout, ErrInvalidConfig)
+		return nil, fmt.Errorf("progcache: bolt.Options.Timeout %v: want 0 (DefaultTimeout) or a positive duration: %w", opts.Timeout, progcache.ErrInvalidConfig)
 	}
-	if err := opts.Record.validate(); err != nil {
+	if err := opts.Record.Validate(); err != nil {
 		return nil, err
 	}
 	if opts.Timeout == 0 {
-		opts.Timeout = DefaultBoltTimeout
+		opts.Timeout = DefaultTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c := &Bolt{path: path, opts: opts, lru: list.New(), index: map[Key]*list.Element{}, pending: map[Key]int64{}}
+	c := &Cache{path: path, opts: opts, lru: list.New(), index: map[progcache.Key]*list.Element{}, pending: map[progcache.Key]int64{}}
 	h, es, err := c.openBolt(0)
 	if err != nil {
 		return nil, err
@@ -182,18 +188,18 @@ func OpenBolt(path string, opts BoltOptions) (*Bolt, error) {
 }
 
 // Group returns the Group that GetOrCompile uses for this cache.
-func (c *Bolt) Group() *Group { return &c.group }
+func (c *Cache) Group() *progcache.Group { return &c.group }
 
 // SetAside returns where a damaged file was moved when this cache was
 // opened, or later when damage was found in use, or "".
-func (c *Bolt) SetAside() string {
+func (c *Cache) SetAside() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.setAside
 }
 
 // indexLocked builds the in-memory LRU from the entries read from the file.
-func (c *Bolt) indexLocked(es []*boltEntry) {
+func (c *Cache) indexLocked(es []*boltEntry) {
 	sortByATime(es)
 	for _, e := range es {
 		c.index[e.key] = c.lru.PushFront(e)
@@ -214,20 +220,20 @@ func sortByATime(es []*boltEntry) {
 	})
 }
 
-func (c *Bolt) enter(ctx context.Context) error {
+func (c *Cache) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if c.closed {
-		return fmt.Errorf("progcache: bolt file %s: %w", c.path, ErrClosed)
+		return fmt.Errorf("progcache: bolt file %s: %w", c.path, progcache.ErrClosed)
 	}
 	return c.broken
 }
 
 // writable refuses a change to a read-only cache.
-func (c *Bolt) writable() error {
+func (c *Cache) writable() error {
 	if c.opts.ReadOnly {
-		return fmt.Errorf("progcache: bolt file %s: %w", c.path, ErrReadOnly)
+		return fmt.Errorf("progcache: bolt file %s: %w", c.path, progcache.ErrReadOnly)
 	}
 	return nil
 }
@@ -238,7 +244,7 @@ var errNoHandle = errors.New("progcache: bolt file not open")
 
 // view runs fn in a read transaction on the open file and says which
 // generation of it that was. It takes dbMu, not mu.
-func (c *Bolt) view(fn func(*bolt.Tx) error) (uint64, error) {
+func (c *Cache) view(fn func(*bbolt.Tx) error) (uint64, error) {
 	c.dbMu.RLock()
 	defer c.dbMu.RUnlock()
 	if c.h == nil {
@@ -249,7 +255,7 @@ func (c *Bolt) view(fn func(*bolt.Tx) error) (uint64, error) {
 
 // updateLocked runs fn in a write transaction; mu is held. Its results are
 // those of settleLocked.
-func (c *Bolt) updateLocked(fn func(*bolt.Tx) error) (rebuilt bool, err error) {
+func (c *Cache) updateLocked(fn func(*bbolt.Tx) error) (rebuilt bool, err error) {
 	c.dbMu.RLock()
 	h := c.h
 	if h == nil {
@@ -282,12 +288,12 @@ func (e *boltRebuilt) Unwrap() error { return e.cause }
 // repaired (repairLocked): rebuilt is then true and err says what happened
 // (wrapping ErrCorrupt), or the cache is broken and err says why. Other
 // errors are returned as they are.
-func (c *Bolt) settleLocked(gen uint64, err error) (rebuilt bool, _ error) {
+func (c *Cache) settleLocked(gen uint64, err error) (rebuilt bool, _ error) {
 	var dmg *boltDamage
 	switch {
 	case errors.Is(err, errNoHandle):
 		if c.closed {
-			return false, fmt.Errorf("progcache: bolt file %s: %w", c.path, ErrClosed)
+			return false, fmt.Errorf("progcache: bolt file %s: %w", c.path, progcache.ErrClosed)
 		}
 		if c.broken != nil {
 			return false, c.broken
@@ -305,9 +311,9 @@ func (c *Bolt) settleLocked(gen uint64, err error) (rebuilt bool, _ error) {
 // It waits for the transactions in flight to end (dbMu), sets the file
 // aside and opens a new one in its place, unless it may not move the file
 // (read-only, a symbolic link) or cannot: then the cache is broken.
-func (c *Bolt) repairLocked(gen uint64, cause error) error {
+func (c *Cache) repairLocked(gen uint64, cause error) error {
 	if c.closed {
-		return fmt.Errorf("progcache: bolt file %s: %w", c.path, ErrClosed)
+		return fmt.Errorf("progcache: bolt file %s: %w", c.path, progcache.ErrClosed)
 	}
 	if c.broken != nil {
 		return c.broken
@@ -335,19 +341,19 @@ func (c *Bolt) repairLocked(gen uint64, cause error) error {
 	}
 	if why != "" {
 		h.close()
-		c.broken = fmt.Errorf("progcache: bolt file %s is damaged (%w); %s, so it is not set aside: %w", c.path, cause, why, ErrCorrupt)
+		c.broken = fmt.Errorf("progcache: bolt file %s is damaged (%w); %s, so it is not set aside: %w", c.path, cause, why, progcache.ErrCorrupt)
 		return c.broken
 	}
 	aside, err := setAside(c.path, h.info, h.close)
 	if err != nil {
-		c.broken = fmt.Errorf("progcache: bolt file %s is damaged (%w) and could not be set aside: %w", c.path, cause, errors.Join(err, ErrCorrupt))
+		c.broken = fmt.Errorf("progcache: bolt file %s is damaged (%w) and could not be set aside: %w", c.path, cause, errors.Join(err, progcache.ErrCorrupt))
 		return c.broken
 	}
 	c.opts.Logger.Warn("progcache: bolt file set aside and rebuilt", "path", c.path, "moved_to", aside, "reason", cause.Error())
 	c.setAside = aside
 	nh, es, err := c.openBolt(gen + 1)
 	if err != nil {
-		c.broken = fmt.Errorf("progcache: bolt file %s was damaged (%w) and set aside as %s, but no new file could be opened: %w", c.path, cause, aside, errors.Join(err, ErrCorrupt))
+		c.broken = fmt.Errorf("progcache: bolt file %s was damaged (%w) and set aside as %s, but no new file could be opened: %w", c.path, cause, aside, errors.Join(err, progcache.ErrCorrupt))
 		return c.broken
 	}
 	c.h, c.gen = nh, nh.gen
@@ -355,19 +361,25 @@ func (c *Bolt) repairLocked(gen uint64, cause error) error {
 	return &boltRebuilt{path: c.path, aside: c.setAside, cause: cause}
 }
 
+// keyMismatch is the corruption of a record found under another key than
+// the one it was stored under.
+func keyMismatch(stored, asked progcache.Key) error {
+	return fmt.Errorf("progcache: entry stored under key %s found under %s: %w", stored, asked, progcache.ErrCorrupt)
+}
+
 // Get reads k's record, copying it out of the read transaction, verifies
 // it and records the use. A corrupt entry is a miss, removed (kept when
 // read-only) and counted; damage to the file is a miss too (see the top of
 // this file).
-func (c *Bolt) Get(ctx context.Context, k Key) (Object, bool, error) {
+func (c *Cache) Get(ctx context.Context, k progcache.Key) (progcache.Object, bool, error) {
 	c.mu.Lock()
 	if err := c.enter(ctx); err != nil {
 		c.mu.Unlock()
-		return Object{}, false, err
+		return progcache.Object{}, false, err
 	}
 	c.mu.Unlock()
 	var rec []byte
-	gen, err := c.view(func(tx *bolt.Tx) error {
+	gen, err := c.view(func(tx *bbolt.Tx) error {
 		eb, err := bucket(tx, bucketEntries)
 		if err != nil {
 			return err
@@ -385,31 +397,31 @@ func (c *Bolt) Get(ctx context.Context, k Key) (Object, bool, error) {
 			c.stats.Misses++
 		}
 		if rebuilt, err := c.settleLocked(gen, err); !rebuilt {
-			return Object{}, false, fmt.Errorf("progcache: bolt get %s: %w", k, err)
+			return progcache.Object{}, false, fmt.Errorf("progcache: bolt get %s: %w", k, err)
 		}
-		return Object{}, false, nil
+		return progcache.Object{}, false, nil
 	}
 	if rec == nil {
 		c.stats.Misses++
-		return Object{}, false, nil
+		return progcache.Object{}, false, nil
 	}
-	sk, obj, derr := DecodeRecord(rec, c.opts.Record)
+	sk, obj, derr := progcache.DecodeRecord(rec, c.opts.Record)
 	if derr == nil && sk != k {
-		derr = corruptf("entry stored under key %s found under %s", sk, k)
+		derr = keyMismatch(sk, k)
 	}
-	if errors.Is(derr, ErrUnreadable) {
+	if errors.Is(derr, progcache.ErrUnreadable) {
 		// Written by a differently configured process: keep it.
 		c.stats.Misses++
 		c.stats.Unreadable++
-		return Object{}, false, nil
+		return progcache.Object{}, false, nil
 	}
 	if derr != nil {
 		c.stats.Misses++
 		c.stats.Corrupt++
 		if c.closed || c.opts.ReadOnly || gen != c.gen {
-			return Object{}, false, nil
+			return progcache.Object{}, false, nil
 		}
-		return Object{}, false, c.deleteLocked(k)
+		return progcache.Object{}, false, c.deleteLocked(k)
 	}
 	c.stats.Hits++
 	if e, ok := c.index[k]; ok && gen == c.gen {
@@ -428,28 +440,39 @@ func (c *Bolt) Get(ctx context.Context, k Key) (Object, bool, error) {
 	return obj, true, nil
 }
 
+// counterSet returns s's event counters in their persistent order
+// (internal/counters); withCounters sets them in s.
+func counterSet(s progcache.Stats) counters.Set {
+	return counters.Set{s.Hits, s.Misses, s.Puts, s.Evictions, s.TooLarge, s.Corrupt, s.Unreadable}
+}
+
+func withCounters(s progcache.Stats, c counters.Set) progcache.Stats {
+	s.Hits, s.Misses, s.Puts, s.Evictions, s.TooLarge, s.Corrupt, s.Unreadable = c[0], c[1], c[2], c[3], c[4], c[5], c[6]
+	return s
+}
+
 // Persistent counters: the meta bucket's "counters" record holds the hits,
 // misses, puts, evictions, too-large, corrupt and unreadable counts of
 // every session, as little-endian uint64s, so the CLI can report them like
 // ccache -s.
-func readCounters(tx *bolt.Tx) (Stats, error) {
+func readCounters(tx *bbolt.Tx) (counters.Set, error) {
 	mb, err := bucket(tx, bucketMeta)
 	if err != nil {
-		return Stats{}, err
+		return counters.Set{}, err
 	}
-	s, _ := decodeCounters(mb.Get(keyCounters))
+	s, _ := counters.Parse(mb.Get(keyCounters))
 	return s, nil
 }
 
 // flushCountersLocked adds the counts since the last flush to the file's
 // counters; it runs inside an update transaction with mu held.
-func (c *Bolt) flushCountersLocked(tx *bolt.Tx) error {
+func (c *Cache) flushCountersLocked(tx *bbolt.Tx) error {
 	t, err := readCounters(tx)
 	if err != nil {
 		return err
 	}
-	t.addCounters(c.stats, c.flushed)
-	if err := tx.Bucket(bucketMeta).Put(keyCounters, encodeCounters(t)); err != nil {
+	t.Add(counterSet(c.stats), counterSet(c.flushed))
+	if err := tx.Bucket(bucketMeta).Put(keyCounters, t.Append(nil)); err != nil {
 		return err
 	}
 	c.flushed = c.stats
@@ -458,27 +481,28 @@ func (c *Bolt) flushCountersLocked(tx *bolt.Tx) error {
 
 // Totals returns the counters of every session that used the file
 // (including this one's unflushed counts) and the current contents.
-func (c *Bolt) Totals(ctx context.Context) (Stats, error) {
+func (c *Cache) Totals(ctx context.Context) (progcache.Stats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var t Stats
 	if err := c.enter(ctx); err != nil {
-		return t, err
+		return progcache.Stats{}, err
 	}
-	gen, err := c.view(func(tx *bolt.Tx) (err error) { t, err = readCounters(tx); return err })
+	var sum counters.Set
+	gen, err := c.view(func(tx *bbolt.Tx) (err error) { sum, err = readCounters(tx); return err })
 	if err != nil {
 		if _, err := c.settleLocked(gen, err); err != nil {
-			return Stats{}, err
+			return progcache.Stats{}, err
 		}
 	}
-	t.addCounters(c.stats, c.flushed)
+	sum.Add(counterSet(c.stats), counterSet(c.flushed))
+	t := withCounters(progcache.Stats{}, sum)
 	t.Entries, t.Bytes, t.MaxBytes = int64(c.lru.Len()), c.bytes, c.opts.MaxBytes
 	return t, nil
 }
 
 // flushLocked writes the pending access times; it runs inside an update
 // transaction with mu held.
-func (c *Bolt) flushLocked(tx *bolt.Tx) error {
+func (c *Cache) flushLocked(tx *bbolt.Tx) error {
 	at, err := bucket(tx, bucketATime)
 	if err != nil {
 		return err
@@ -498,8 +522,8 @@ func (c *Bolt) flushLocked(tx *bolt.Tx) error {
 // Put stores obj under k and evicts least recently used entries past the
 // byte cap, in one transaction. Damage met on the way moves the cache to a
 // new file (see the top of this file), where the put is made again.
-func (c *Bolt) Put(ctx context.Context, k Key, obj Object) error {
-	rec, err := EncodeRecord(k, obj, c.opts.Record)
+func (c *Cache) Put(ctx context.Context, k progcache.Key, obj progcache.Object) error {
+	rec, err := progcache.EncodeRecord(k, obj, c.opts.Record)
 	if err != nil {
 		return err
 	}
@@ -514,7 +538,7 @@ func (c *Bolt) Put(ctx context.Context, k Key, obj Object) error {
 	size := int64(len(rec))
 	if c.opts.MaxBytes > 0 && size > c.opts.MaxBytes {
 		c.stats.TooLarge++
-		return fmt.Errorf("progcache: entry of %d bytes, bolt cap %d bytes: %w", size, c.opts.MaxBytes, ErrTooLarge)
+		return fmt.Errorf("progcache: entry of %d bytes, bolt cap %d bytes: %w", size, c.opts.MaxBytes, progcache.ErrTooLarge)
 	}
 	rebuilt, err := c.putLocked(k, rec)
 	if rebuilt {
@@ -526,7 +550,7 @@ func (c *Bolt) Put(ctx context.Context, k Key, obj Object) error {
 	return nil
 }
 
-func (c *Bolt) putLocked(k Key, rec []byte) (rebuilt bool, err error) {
+func (c *Cache) putLocked(k progcache.Key, rec []byte) (rebuilt bool, err error) {
 	size := int64(len(rec))
 	now := time.Now().UnixNano()
 	var victims []*list.Element
@@ -540,7 +564,7 @@ func (c *Bolt) putLocked(k Key, rec []byte) (rebuilt bool, err error) {
 			bytes -= be.size
 		}
 	}
-	rebuilt, err = c.updateLocked(func(tx *bolt.Tx) error {
+	rebuilt, err = c.updateLocked(func(tx *bbolt.Tx) error {
 		if err := c.flushLocked(tx); err != nil {
 			return err
 		}
@@ -579,7 +603,7 @@ func (c *Bolt) putLocked(k Key, rec []byte) (rebuilt bool, err error) {
 	return false, nil
 }
 
-func (c *Bolt) removeLocked(e *list.Element) {
+func (c *Cache) removeLocked(e *list.Element) {
 	be := c.lru.Remove(e).(*boltEntry)
 	delete(c.index, be.key)
 	delete(c.pending, be.key)
@@ -588,8 +612,8 @@ func (c *Bolt) removeLocked(e *list.Element) {
 
 // deleteLocked removes k from the file and the index; on a file found
 // damaged and rebuilt, k is gone with it.
-func (c *Bolt) deleteLocked(k Key) error {
-	rebuilt, err := c.updateLocked(func(tx *bolt.Tx) error {
+func (c *Cache) deleteLocked(k progcache.Key) error {
+	rebuilt, err := c.updateLocked(func(tx *bbolt.Tx) error {
 		eb, err := bucket(tx, bucketEntries)
 		if err != nil {
 			return err
@@ -612,7 +636,7 @@ func (c *Bolt) deleteLocked(k Key) error {
 }
 
 // Delete removes k; an absent key is not an error.
-func (c *Bolt) Delete(ctx context.Context, k Key) error {
+func (c *Cache) Delete(ctx context.Context, k progcache.Key) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.enter(ctx); err != nil {
@@ -625,7 +649,7 @@ func (c *Bolt) Delete(ctx context.Context, k Key) error {
 }
 
 // Len returns the number of entries.
-func (c *Bolt) Len(ctx context.Context) (int, error) {
+func (c *Cache) Len(ctx context.Context) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.enter(ctx); err != nil {
@@ -635,7 +659,7 @@ func (c *Bolt) Len(ctx context.Context) (int, error) {
 }
 
 // Clear removes every entry.
-func (c *Bolt) Clear(ctx context.Context) error {
+func (c *Cache) Clear(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.enter(ctx); err != nil {
@@ -644,7 +668,7 @@ func (c *Bolt) Clear(ctx context.Context) error {
 	if err := c.writable(); err != nil {
 		return err
 	}
-	rebuilt, err := c.updateLocked(func(tx *bolt.Tx) error {
+	rebuilt, err := c.updateLocked(func(tx *bbolt.Tx) error {
 		for _, b := range [][]byte{bucketEntries, bucketATime} {
 			if err := tx.DeleteBucket(b); err != nil {
 				return err
@@ -669,7 +693,7 @@ func (c *Bolt) Clear(ctx context.Context) error {
 }
 
 // Stats returns this cache value's counters and the current contents.
-func (c *Bolt) Stats() Stats {
+func (c *Cache) Stats() progcache.Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
@@ -679,7 +703,7 @@ func (c *Bolt) Stats() Stats {
 
 // Close writes pending access times and counters (read-write only) and
 // closes the file, releasing the lock. It is idempotent.
-func (c *Bolt) Close() error {
+func (c *Cache) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -687,7 +711,7 @@ func (c *Bolt) Close() error {
 	}
 	var ferr error
 	if c.broken == nil && !c.opts.ReadOnly && (len(c.pending) > 0 || c.stats != c.flushed) {
-		_, ferr = c.updateLocked(func(tx *bolt.Tx) error {
+		_, ferr = c.updateLocked(func(tx *bbolt.Tx) error {
 			if err := c.flushLocked(tx); err != nil {
 				return err
 			}
@@ -712,7 +736,7 @@ func (c *Bolt) Close() error {
 
 // Prune evicts least recently used entries until the records fit in
 // maxBytes, and returns how many it evicted.
-func (c *Bolt) Prune(ctx context.Context, maxBytes int64) (int, error) {
+func (c *Cache) Prune(ctx context.Context, maxBytes int64) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.enter(ctx); err != nil {
@@ -722,7 +746,7 @@ func (c *Bolt) Prune(ctx context.Context, maxBytes int64) (int, error) {
 		return 0, err
 	}
 	if maxBytes < 0 {
-		return 0, fmt.Errorf("progcache: prune to %d bytes: want 0 or more: %w", maxBytes, ErrInvalidConfig)
+		return 0, fmt.Errorf("progcache: prune to %d bytes: want 0 or more: %w", maxBytes, progcache.ErrInvalidConfig)
 	}
 	var victims []*list.Element
 	bytes := c.bytes
@@ -733,7 +757,7 @@ func (c *Bolt) Prune(ctx context.Context, maxBytes int64) (int, error) {
 	if len(victims) == 0 {
 		return 0, nil
 	}
-	rebuilt, err := c.updateLocked(func(tx *bolt.Tx) error {
+	rebuilt, err := c.updateLocked(func(tx *bbolt.Tx) error {
 		eb, err := bucket(tx, bucketEntries)
 		if err != nil {
 			return err
@@ -767,7 +791,7 @@ func (c *Bolt) Prune(ctx context.Context, maxBytes int64) (int, error) {
 // with verify set, corrupt entries are removed and counted, otherwise
 // reported with Err set. Verify needs a read-write cache (ErrReadOnly).
 // Damage to the file ends the listing with an error wrapping ErrCorrupt.
-func (c *Bolt) Entries(ctx context.Context, verify bool) ([]EntryInfo, error) {
+func (c *Cache) Entries(ctx context.Context, verify bool) ([]progcache.EntryInfo, error) {
 	c.mu.Lock()
 	if err := c.enter(ctx); err != nil {
 		c.mu.Unlock()
@@ -786,13 +810,13 @@ func (c *Bolt) Entries(ctx context.Context, verify bool) ([]EntryInfo, error) {
 	}
 	gen0 := c.gen
 	c.mu.Unlock()
-	out := make([]EntryInfo, 0, len(keys))
+	out := make([]progcache.EntryInfo, 0, len(keys))
 	for _, be := range keys {
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
 		var rec []byte
-		gen, err := c.view(func(tx *bolt.Tx) error {
+		gen, err := c.view(func(tx *bbolt.Tx) error {
 			eb, err := bucket(tx, bucketEntries)
 			if err != nil {
 				return err
@@ -815,14 +839,14 @@ func (c *Bolt) Entries(ctx context.Context, verify bool) ([]EntryInfo, error) {
 		if rec == nil {
 			continue
 		}
-		ei := EntryInfo{Key: be.key, Size: int64(len(rec)), Used: time.Unix(0, be.atime)}
-		sk, obj, err := DecodeRecord(rec, c.opts.Record)
+		ei := progcache.EntryInfo{Key: be.key, Size: int64(len(rec)), Used: time.Unix(0, be.atime)}
+		sk, obj, err := progcache.DecodeRecord(rec, c.opts.Record)
 		if err == nil && sk != be.key {
-			err = corruptf("entry stored under key %s found under %s", sk, be.key)
+			err = keyMismatch(sk, be.key)
 		}
 		if err != nil {
 			ei.Err = err.Error()
-			ei.Unreadable = errors.Is(err, ErrUnreadable)
+			ei.Unreadable = errors.Is(err, progcache.ErrUnreadable)
 			if verify && !ei.Unreadable {
 				c.mu.Lock()
 				c.stats.Corrupt++
