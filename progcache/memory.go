@@ -1,10 +1,11 @@
 package progcache
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 	"sync"
+
+	"github.com/accelkit/accelkit/progcache/internal/lru"
 )
 
 // MemoryOptions configure a Memory cache. The zero value means no caps.
@@ -19,25 +20,18 @@ type MemoryOptions struct {
 // keeps the caller's Object (do not modify its Code or maps afterwards) and
 // Get returns it as stored. Get promotes an entry; Contains and Len do not.
 //
-// Memory is safe for concurrent use. Locking: mu guards the fields from
-// opts to stats; no method calls out while holding it. group has its own
-// lock and is never held together with mu.
+// Memory is safe for concurrent use. Locking: mu guards lru, closed and
+// stats (opts is set once, before the cache is shared); no method calls
+// out while holding it. group has its own lock and is never held together
+// with mu.
 type Memory struct {
 	mu     sync.Mutex
 	opts   MemoryOptions
-	lru    *list.List // of *memEntry, most recent at the front
-	byKey  map[Key]*list.Element
-	bytes  int64
+	lru    lru.LRU[Key, Object] // sizes are Object.Size
 	closed bool
 	stats  Stats
 
 	group Group // GetOrCompile's in-process deduplication; own lock
-}
-
-type memEntry struct {
-	key  Key
-	obj  Object
-	size int64
 }
 
 // NewMemory returns an empty memory cache. A negative cap is an error
@@ -49,10 +43,11 @@ func NewMemory(opts MemoryOptions) (*Memory, error) {
 	if opts.MaxBytes < 0 {
 		return nil, fmt.Errorf("progcache: MemoryOptions.MaxBytes %d: want 0 (no cap) or a positive byte count: %w", opts.MaxBytes, ErrInvalidConfig)
 	}
-	return &Memory{opts: opts, lru: list.New(), byKey: map[Key]*list.Element{}}, nil
+	return &Memory{opts: opts}, nil
 }
 
-func (m *Memory) enter(ctx context.Context) error {
+// enterLocked checks ctx and that the cache is open; mu is held.
+func (m *Memory) enterLocked(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -69,17 +64,16 @@ func (m *Memory) Group() *Group { return &m.group }
 func (m *Memory) Get(ctx context.Context, k Key) (Object, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.enter(ctx); err != nil {
+	if err := m.enterLocked(ctx); err != nil {
 		return Object{}, false, err
 	}
-	e, ok := m.byKey[k]
+	e, ok := m.lru.Get(k)
 	if !ok {
 		m.stats.Misses++
 		return Object{}, false, nil
 	}
 	m.stats.Hits++
-	m.lru.MoveToFront(e)
-	return e.Value.(*memEntry).obj, true, nil
+	return e.Value, true, nil
 }
 
 // Contains reports whether k is stored, without promoting it or counting a
@@ -87,8 +81,7 @@ func (m *Memory) Get(ctx context.Context, k Key) (Object, bool, error) {
 func (m *Memory) Contains(k Key) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, ok := m.byKey[k]
-	return ok
+	return m.lru.Contains(k)
 }
 
 // Put stores obj under k, evicting least recently used entries to honour
@@ -96,7 +89,7 @@ func (m *Memory) Contains(k Key) bool {
 func (m *Memory) Put(ctx context.Context, k Key, obj Object) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.enter(ctx); err != nil {
+	if err := m.enterLocked(ctx); err != nil {
 		return err
 	}
 	size := obj.Size()
@@ -104,35 +97,25 @@ func (m *Memory) Put(ctx context.Context, k Key, obj Object) error {
 		m.stats.TooLarge++
 		return fmt.Errorf("progcache: object of %d bytes, memory cache cap %d bytes: %w", size, m.opts.MaxBytes, ErrTooLarge)
 	}
-	if e, ok := m.byKey[k]; ok {
-		m.removeElement(e)
-	}
-	m.byKey[k] = m.lru.PushFront(&memEntry{key: k, obj: obj, size: size})
-	m.bytes += size
+	m.lru.Add(k, obj, size)
 	m.stats.Puts++
-	for (m.opts.MaxBytes > 0 && m.bytes > m.opts.MaxBytes) || (m.opts.MaxEntries > 0 && m.lru.Len() > m.opts.MaxEntries) {
-		m.removeElement(m.lru.Back())
+	// The new entry is the most recent and fits the byte cap alone, so
+	// it is never its own victim.
+	for (m.opts.MaxBytes > 0 && m.lru.Bytes() > m.opts.MaxBytes) || (m.opts.MaxEntries > 0 && m.lru.Len() > m.opts.MaxEntries) {
+		m.lru.RemoveOldest()
 		m.stats.Evictions++
 	}
 	return nil
-}
-
-func (m *Memory) removeElement(e *list.Element) {
-	me := m.lru.Remove(e).(*memEntry)
-	delete(m.byKey, me.key)
-	m.bytes -= me.size
 }
 
 // Delete removes k; an absent key is not an error.
 func (m *Memory) Delete(ctx context.Context, k Key) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.enter(ctx); err != nil {
+	if err := m.enterLocked(ctx); err != nil {
 		return err
 	}
-	if e, ok := m.byKey[k]; ok {
-		m.removeElement(e)
-	}
+	m.lru.Remove(k)
 	return nil
 }
 
@@ -140,7 +123,7 @@ func (m *Memory) Delete(ctx context.Context, k Key) error {
 func (m *Memory) Len(ctx context.Context) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.enter(ctx); err != nil {
+	if err := m.enterLocked(ctx); err != nil {
 		return 0, err
 	}
 	return m.lru.Len(), nil
@@ -150,12 +133,10 @@ func (m *Memory) Len(ctx context.Context) (int, error) {
 func (m *Memory) Clear(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.enter(ctx); err != nil {
+	if err := m.enterLocked(ctx); err != nil {
 		return err
 	}
-	m.lru.Init()
-	clear(m.byKey)
-	m.bytes = 0
+	m.lru.Purge()
 	return nil
 }
 
@@ -164,18 +145,20 @@ func (m *Memory) Stats() Stats {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.stats
-	s.Entries, s.Bytes = int64(m.lru.Len()), m.bytes
+	s.Entries, s.Bytes = int64(m.lru.Len()), m.lru.Bytes()
 	s.MaxEntries, s.MaxBytes = int64(m.opts.MaxEntries), m.opts.MaxBytes
 	return s
 }
 
-// Close drops every entry; later calls fail with ErrClosed.
+// Close drops every entry; later calls fail with ErrClosed, and Stats keeps
+// answering. It is idempotent.
 func (m *Memory) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
 	m.closed = true
-	m.lru.Init()
-	clear(m.byKey)
-	m.bytes = 0
+	m.lru.Purge()
 	return nil
 }

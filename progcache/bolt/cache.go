@@ -44,7 +44,6 @@ package bolt
 // until the process exits.
 
 import (
-	"container/list"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -56,6 +55,7 @@ import (
 
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/internal/counters"
+	"github.com/accelkit/accelkit/progcache/internal/lru"
 	bbolt "go.etcd.io/bbolt"
 )
 
@@ -121,7 +121,7 @@ var _ progcache.Admin = (*Cache)(nil)
 // filesystem, whose locks bbolt cannot trust: use FileStream to share a
 // cache between processes or hosts.
 //
-// Locking: mu guards lru, index, bytes, pending, closed, broken, gen,
+// Locking: mu guards lru, pending, closed, broken, gen,
 // setAside and the counters; it is held across bbolt write transactions
 // (bbolt allows one writer anyway) but not across the read transactions of
 // Get and Entries. dbMu guards h, the open file: every bbolt transaction
@@ -136,10 +136,8 @@ type Cache struct {
 	h    *boltHandle // nil once closed or broken
 
 	mu       sync.Mutex
-	lru      *list.List // of *boltEntry, most recent at the front
-	index    map[progcache.Key]*list.Element
-	bytes    int64
-	pending  map[progcache.Key]int64 // access times not yet written
+	lru      lru.LRU[progcache.Key, int64] // values: access times (Unix ns); sizes: record bytes
+	pending  map[progcache.Key]int64       // access times not yet written
 	closed   bool
 	broken   error  // set when damage could not be repaired: every operation returns it
 	gen      uint64 // h.gen: which file the in-memory state describes
@@ -177,7 +175,7 @@ func Open(path string, opts Options) (*Cache, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	c := &Cache{path: path, opts: opts, lru: list.New(), index: map[progcache.Key]*list.Element{}, pending: map[progcache.Key]int64{}}
+	c := &Cache{path: path, opts: opts, pending: map[progcache.Key]int64{}}
 	h, es, err := c.openBolt(0)
 	if err != nil {
 		return nil, err
@@ -202,8 +200,7 @@ func (c *Cache) SetAside() string {
 func (c *Cache) indexLocked(es []*boltEntry) {
 	sortByATime(es)
 	for _, e := range es {
-		c.index[e.key] = c.lru.PushFront(e)
-		c.bytes += e.size
+		c.lru.Add(e.key, e.atime, e.size)
 	}
 }
 
@@ -328,10 +325,8 @@ func (c *Cache) repairLocked(gen uint64, cause error) error {
 	c.h = nil
 	c.flushed = c.stats // the new file counts from here
 	c.stats.Corrupt++
-	c.lru.Init()
-	clear(c.index)
+	c.lru.Purge()
 	clear(c.pending)
-	c.bytes = 0
 	why := ""
 	switch {
 	case c.opts.ReadOnly:
@@ -424,10 +419,9 @@ func (c *Cache) Get(ctx context.Context, k progcache.Key) (progcache.Object, boo
 		return progcache.Object{}, false, c.deleteLocked(k)
 	}
 	c.stats.Hits++
-	if e, ok := c.index[k]; ok && gen == c.gen {
-		c.lru.MoveToFront(e)
+	if e, ok := c.lru.Get(k); ok && gen == c.gen {
 		now := time.Now().UnixNano()
-		e.Value.(*boltEntry).atime = now
+		e.Value = now
 		if !c.opts.ReadOnly && !c.closed {
 			c.pending[k] = now
 			if len(c.pending) >= accessBatch {
@@ -496,7 +490,7 @@ func (c *Cache) Totals(ctx context.Context) (progcache.Stats, error) {
 	}
 	sum.Add(counterSet(c.stats), counterSet(c.flushed))
 	t := withCounters(progcache.Stats{}, sum)
-	t.Entries, t.Bytes, t.MaxBytes = int64(c.lru.Len()), c.bytes, c.opts.MaxBytes
+	t.Entries, t.Bytes, t.MaxBytes = int64(c.lru.Len()), c.lru.Bytes(), c.opts.MaxBytes
 	return t, nil
 }
 
@@ -508,7 +502,7 @@ func (c *Cache) flushLocked(tx *bbolt.Tx) error {
 		return err
 	}
 	for k, t := range c.pending {
-		if _, ok := c.index[k]; !ok {
+		if !c.lru.Contains(k) {
 			continue
 		}
 		if err := at.Put(k[:], binary.LittleEndian.AppendUint64(nil, uint64(t))); err != nil {
@@ -553,15 +547,18 @@ func (c *Cache) Put(ctx context.Context, k progcache.Key, obj progcache.Object) 
 func (c *Cache) putLocked(k progcache.Key, rec []byte) (rebuilt bool, err error) {
 	size := int64(len(rec))
 	now := time.Now().UnixNano()
-	var victims []*list.Element
-	bytes := c.bytes + size
-	if e, ok := c.index[k]; ok {
-		bytes -= e.Value.(*boltEntry).size
+	var victims []progcache.Key
+	bytes := c.lru.Bytes() + size
+	if e, ok := c.lru.Peek(k); ok {
+		bytes -= e.Size
 	}
-	for e := c.lru.Back(); c.opts.MaxBytes > 0 && bytes > c.opts.MaxBytes && e != nil; e = e.Prev() {
-		if be := e.Value.(*boltEntry); be.key != k {
-			victims = append(victims, e)
-			bytes -= be.size
+	for e := range c.lru.Oldest() {
+		if c.opts.MaxBytes == 0 || bytes <= c.opts.MaxBytes {
+			break
+		}
+		if e.Key != k {
+			victims = append(victims, e.Key)
+			bytes -= e.Size
 		}
 	}
 	rebuilt, err = c.updateLocked(func(tx *bbolt.Tx) error {
@@ -573,14 +570,8 @@ func (c *Cache) putLocked(k progcache.Key, rec []byte) (rebuilt bool, err error)
 			return err
 		}
 		at := tx.Bucket(bucketATime)
-		for _, v := range victims {
-			vk := v.Value.(*boltEntry).key
-			if err := eb.Delete(vk[:]); err != nil {
-				return err
-			}
-			if err := at.Delete(vk[:]); err != nil {
-				return err
-			}
+		if err := deleteKeys(eb, at, victims); err != nil {
+			return err
 		}
 		if err := eb.Put(k[:], rec); err != nil {
 			return err
@@ -594,20 +585,30 @@ func (c *Cache) putLocked(k progcache.Key, rec []byte) (rebuilt bool, err error)
 		c.removeLocked(v)
 		c.stats.Evictions++
 	}
-	if e, ok := c.index[k]; ok {
-		c.removeLocked(e)
-	}
-	c.index[k] = c.lru.PushFront(&boltEntry{key: k, size: size, atime: now})
-	c.bytes += size
+	c.lru.Add(k, now, size)
 	c.stats.Puts++
 	return false, nil
 }
 
-func (c *Cache) removeLocked(e *list.Element) {
-	be := c.lru.Remove(e).(*boltEntry)
-	delete(c.index, be.key)
-	delete(c.pending, be.key)
-	c.bytes -= be.size
+// deleteKeys deletes keys from the entries and access-time buckets, inside
+// the caller's write transaction.
+func deleteKeys(entries, atimes *bbolt.Bucket, keys []progcache.Key) error {
+	for _, k := range keys {
+		if err := entries.Delete(k[:]); err != nil {
+			return err
+		}
+		if err := atimes.Delete(k[:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeLocked drops k from the in-memory index and the pending access
+// times; mu is held.
+func (c *Cache) removeLocked(k progcache.Key) {
+	c.lru.Remove(k)
+	delete(c.pending, k)
 }
 
 // deleteLocked removes k from the file and the index; on a file found
@@ -618,10 +619,7 @@ func (c *Cache) deleteLocked(k progcache.Key) error {
 		if err != nil {
 			return err
 		}
-		if err := eb.Delete(k[:]); err != nil {
-			return err
-		}
-		return tx.Bucket(bucketATime).Delete(k[:])
+		return deleteKeys(eb, tx.Bucket(bucketATime), []progcache.Key{k})
 	})
 	if rebuilt {
 		return nil
@@ -629,9 +627,7 @@ func (c *Cache) deleteLocked(k progcache.Key) error {
 	if err != nil {
 		return fmt.Errorf("progcache: bolt delete %s: %w", k, err)
 	}
-	if e, ok := c.index[k]; ok {
-		c.removeLocked(e)
-	}
+	c.removeLocked(k)
 	return nil
 }
 
@@ -685,10 +681,8 @@ func (c *Cache) Clear(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("progcache: bolt clear: %w", err)
 	}
-	c.lru.Init()
-	clear(c.index)
+	c.lru.Purge()
 	clear(c.pending)
-	c.bytes = 0
 	return nil
 }
 
@@ -697,7 +691,7 @@ func (c *Cache) Stats() progcache.Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
-	s.Entries, s.Bytes, s.MaxBytes = int64(c.lru.Len()), c.bytes, c.opts.MaxBytes
+	s.Entries, s.Bytes, s.MaxBytes = int64(c.lru.Len()), c.lru.Bytes(), c.opts.MaxBytes
 	return s
 }
 
@@ -748,11 +742,14 @@ func (c *Cache) Prune(ctx context.Context, maxBytes int64) (int, error) {
 	if maxBytes < 0 {
 		return 0, fmt.Errorf("progcache: prune to %d bytes: want 0 or more: %w", maxBytes, progcache.ErrInvalidConfig)
 	}
-	var victims []*list.Element
-	bytes := c.bytes
-	for e := c.lru.Back(); maxBytes > 0 && bytes > maxBytes && e != nil; e = e.Prev() {
-		victims = append(victims, e)
-		bytes -= e.Value.(*boltEntry).size
+	var victims []progcache.Key
+	bytes := c.lru.Bytes()
+	for e := range c.lru.Oldest() {
+		if maxBytes == 0 || bytes <= maxBytes {
+			break
+		}
+		victims = append(victims, e.Key)
+		bytes -= e.Size
 	}
 	if len(victims) == 0 {
 		return 0, nil
@@ -762,17 +759,7 @@ func (c *Cache) Prune(ctx context.Context, maxBytes int64) (int, error) {
 		if err != nil {
 			return err
 		}
-		at := tx.Bucket(bucketATime)
-		for _, v := range victims {
-			vk := v.Value.(*boltEntry).key
-			if err := eb.Delete(vk[:]); err != nil {
-				return err
-			}
-			if err := at.Delete(vk[:]); err != nil {
-				return err
-			}
-		}
-		return nil
+		return deleteKeys(eb, tx.Bucket(bucketATime), victims)
 	})
 	if rebuilt {
 		return 0, nil // the new file is empty
@@ -803,10 +790,9 @@ func (c *Cache) Entries(ctx context.Context, verify bool) ([]progcache.EntryInfo
 			return nil, err
 		}
 	}
-	var keys []*boltEntry
-	for e := c.lru.Back(); e != nil; e = e.Prev() {
-		be := *e.Value.(*boltEntry)
-		keys = append(keys, &be)
+	var keys []boltEntry
+	for e := range c.lru.Oldest() {
+		keys = append(keys, boltEntry{key: e.Key, size: e.Size, atime: e.Value})
 	}
 	gen0 := c.gen
 	c.mu.Unlock()
