@@ -307,8 +307,8 @@ func TestStaleLockBreakFails(t *testing.T) {
 	c := openFS(t, dir, FileStreamOptions{LockLease: time.Second})
 	k := testKey(3)
 	p := staleLock(t, c, k)
-	// A directory where removeIfSame renames the lock to makes the rename
-	// fail (a file cannot replace a directory).
+	// A directory where removeIfSameLocked renames the lock to makes the
+	// rename fail (a file cannot replace a directory).
 	next := strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(trashSeq.Load()+1, 10) + "-" + lockName(k)
 	if err := os.Mkdir(filepath.Join(dir, "trash", next), dirPerm); err != nil {
 		t.Fatal(err)

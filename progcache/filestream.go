@@ -32,32 +32,30 @@ package progcache
 // Pruning runs when this process's running total passes the byte cap: it
 // rescans the directory (entries, temp and trash files, which all take
 // space), sweeps temp files older than the lease and trash files older
-// than a minute, and evicts the oldest entries. A victim is renamed into
-// trash/ and its identity (device, inode, size, mtime) is compared with the
-// one chosen; if a peer replaced the entry in between, the newer file is
-// linked back to its name (unless an even newer one is there) instead of
-// being deleted, and if a peer removed it first, its bytes are gone all
-// the same and count as freed.
+// than a minute, and evicts the oldest entries, each removal checked
+// against a peer's replacing it.
+//
+// This file is the public surface. The rest, by concern: commit.go (how a
+// record is written and renamed into place), filestream_scan.go (listing,
+// counting and sweeping), filestream_prune.go (eviction and the
+// identity-checked removal), filestream_verify.go (Entries and foreign
+// things), filestream_lock.go (GetOrCompile's cross-process lock and its
+// heartbeat), filestream_stats.go (counters kept across sessions), and
+// fsdir_*.go and fsentry_*.go (the held directories and entry files, per
+// platform).
 
 import (
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/accelkit/accelkit/progcache/internal/fsmode"
 )
 
 const (
@@ -169,13 +167,17 @@ var _ Admin = (*FileStream)(nil)
 // goroutines and many processes (and hosts on a shared filesystem).
 //
 // Locking: life guards the open directory handles and closed: every
-// operation holds it shared while it uses a handle, and Close takes it
-// exclusively to close them, so a descriptor is never used after it was
-// closed (and perhaps reused by the process for another file). No method
-// holding life calls another that takes it. pruneMu serialises this
-// process's prunes; bytes and the counters are atomics. Cross-process
-// safety comes from atomic renames and identity checks, never from
-// in-process locks.
+// operation holds it shared while it uses a handle (enter and enterWrite
+// take it), and Close takes it exclusively to close them, so a descriptor
+// is never used after it was closed (and perhaps reused by the process for
+// another file). A method whose name ends in Locked expects life held
+// (shared, or exclusively where it says so), or runs in OpenFileStream
+// before the cache is shared; no method holding life calls another that
+// takes it. pruneMu serialises this process's prunes and is taken under
+// life, never the other way round; bytes and the counters are atomics;
+// group has its own lock and is never held with life. Cross-process safety
+// comes from atomic renames and identity checks, never from in-process
+// locks.
 type FileStream struct {
 	dir, entries, tmp, trash, locks, stats string // paths, for messages
 	opts                                   FileStreamOptions
@@ -234,11 +236,11 @@ func OpenFileStream(dir string, opts FileStreamOptions) (*FileStream, error) {
 		}
 	}
 	if err := c.openDirs(); err != nil {
-		c.closeDirs()
+		c.closeDirsLocked()
 		return nil, err
 	}
-	if _, err := c.scan(!opts.ReadOnly); err != nil {
-		c.closeDirs()
+	if _, err := c.scanLocked(!opts.ReadOnly); err != nil {
+		c.closeDirsLocked()
 		return nil, err
 	}
 	return c, nil
@@ -282,7 +284,7 @@ func (c *FileStream) openDirs() error {
 	return nil
 }
 
-func (c *FileStream) closeDirs() {
+func (c *FileStream) closeDirsLocked() {
 	for _, d := range []**cacheDir{&c.entriesD, &c.tmpD, &c.trashD, &c.locksD, &c.statsD, &c.root} {
 		(*d).close()
 		*d = nil
@@ -384,7 +386,7 @@ func (c *FileStream) get(ctx context.Context, k Key, countMiss bool) (Object, bo
 		if !c.opts.ReadOnly {
 			// Best effort: the Get is a miss either way, and an entry
 			// left behind is found corrupt and removed again later.
-			_, _ = c.removeEntry(rel[:2], rel[3:], e.st)
+			_, _ = c.removeEntryLocked(rel[:2], rel[3:], e.st)
 		}
 		return Object{}, false, nil
 	default:
@@ -444,7 +446,7 @@ func (c *FileStream) Put(ctx context.Context, k Key, obj Object) error {
 	if statErr == nil && !old.mode.IsRegular() {
 		return fmt.Errorf("progcache: put %s: %w", k, foreignError(sd.join(rel[3:]), old.mode, "a regular file"))
 	}
-	if err := c.commit(sd, rel[3:], rec); err != nil {
+	if err := c.commitLocked(sd, rel[3:], rec); err != nil {
 		return fmt.Errorf("progcache: commit entry %s: %w", k, err)
 	}
 	c.puts.Add(1)
@@ -454,64 +456,11 @@ func (c *FileStream) Put(ctx context.Context, k Key, obj Object) error {
 		c.count.Add(1)
 	}
 	if c.bytes.Add(int64(len(rec))) > c.opts.MaxBytes && c.opts.MaxBytes > 0 {
-		if _, err := c.prune(ctx, c.opts.MaxBytes, rel); err != nil {
+		if _, err := c.pruneLocked(ctx, c.opts.MaxBytes, rel); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-var tmpSeq atomic.Uint64
-
-// tmpName is unique across processes and hosts sharing the directory.
-func tmpName() string {
-	return ".entry-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(tmpSeq.Add(1), 10) + "-" + strconv.FormatUint(rand.Uint64(), 36)
-}
-
-// commit writes rec to a new file in tmp/ and renames it over name in the
-// shard directory sd. With Sync the file is fsynced before the rename and
-// the shard directory after it. Without Sync nothing is fsynced: that is
-// the whole cost of cuda.core's put, and records are checksummed, so a
-// torn file after a crash is a counted miss. (renameio does the same dance
-// on path names; here every step is relative to a held directory, so no
-// path component can be swapped for a link in between.)
-func (c *FileStream) commit(sd *cacheDir, name string, rec []byte) error {
-	tn := tmpName()
-	f, err := c.tmpD.create(tn)
-	if err != nil {
-		return err
-	}
-	err = c.writeRecord(f, rec)
-	if err == nil && c.opts.Sync {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = renameRetrying(func() error { return c.tmpD.rename(tn, sd, name) })
-	}
-	if err != nil {
-		_ = c.tmpD.remove(tn) // err is what counts; scan sweeps a leftover past TempLease
-		return err
-	}
-	if c.opts.Sync {
-		return sd.sync()
-	}
-	return nil
-}
-
-// writeRecord writes rec to f, calling the midWrite hook half way.
-func (c *FileStream) writeRecord(f io.Writer, rec []byte) error {
-	half := len(rec) / 2
-	if _, err := f.Write(rec[:half]); err != nil {
-		return err
-	}
-	if c.hooks.midWrite != nil {
-		c.hooks.midWrite()
-	}
-	_, err := f.Write(rec[half:])
-	return err
 }
 
 // Delete removes k's entry; an absent entry is not an error, and neither
@@ -554,7 +503,7 @@ func (c *FileStream) Len(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer c.life.RUnlock()
-	es, err := c.list(ctx)
+	es, err := c.listLocked(ctx)
 	n := 0
 	for _, e := range es {
 		if e.foreign == "" {
@@ -572,7 +521,7 @@ func (c *FileStream) Clear(ctx context.Context) error {
 		return err
 	}
 	defer c.life.RUnlock()
-	es, err := c.list(ctx)
+	es, err := c.listLocked(ctx)
 	if err != nil {
 		return err
 	}
@@ -586,11 +535,11 @@ func (c *FileStream) Clear(ctx context.Context) error {
 		if c.hooks.beforeVictimRename != nil {
 			c.hooks.beforeVictimRename(c.path(e.key))
 		}
-		if _, err := c.removeEntry(e.shard, e.name, e.st); err != nil {
+		if _, err := c.removeEntryLocked(e.shard, e.name, e.st); err != nil {
 			return fmt.Errorf("progcache: clear: %w", err)
 		}
 	}
-	_, err = c.scan(false)
+	_, err = c.scanLocked(false)
 	return err
 }
 
@@ -618,365 +567,8 @@ func (c *FileStream) Close() error {
 	c.closed = true
 	var err error
 	if !c.opts.ReadOnly {
-		err = c.saveCounters()
+		err = c.saveCountersLocked()
 	}
-	c.closeDirs()
+	c.closeDirsLocked()
 	return err
-}
-
-// fileEntry is one thing found in entries/ by a listing: a committed entry
-// (foreign empty) or something foreign where the cache keeps its own.
-type fileEntry struct {
-	key         Key
-	shard, name string // name is "" for a foreign thing in place of a shard
-	st          fileStat
-	foreign     string // what is wrong, for a foreign thing
-}
-
-func (e fileEntry) rel() string {
-	if e.name == "" {
-		return e.shard
-	}
-	return e.shard + "/" + e.name
-}
-
-// isShardName reports whether n names a shard: two lowercase hex digits.
-func isShardName(n string) bool {
-	return len(n) == 2 && strings.Trim(n, "0123456789abcdef") == ""
-}
-
-// list lists entries/: every committed entry, and every foreign thing
-// where the cache keeps shard directories or entry files (a non-directory
-// or link at a shard's name, a non-regular file or a file not named by a
-// key of its shard). It follows no link. The caller holds life.
-func (c *FileStream) list(ctx context.Context) ([]fileEntry, error) {
-	shards, err := c.entriesD.names()
-	if err != nil {
-		return nil, fmt.Errorf("progcache: scan %s: %w", c.entries, err)
-	}
-	slices.Sort(shards)
-	var out []fileEntry
-	for _, sh := range shards {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		st, err := c.entriesD.lstat(sh)
-		if err != nil {
-			continue // removed by a peer
-		}
-		if !isShardName(sh) || !st.mode.IsDir() {
-			out = append(out, fileEntry{shard: sh, st: st, foreign: foreignError(c.entriesD.join(sh), st.mode, "a shard directory named by two hex digits").Error()})
-			continue
-		}
-		sd, err := c.entriesD.subdir(sh, false)
-		if err != nil {
-			continue // replaced or removed by a peer since the lstat
-		}
-		names, err := sd.names()
-		if err != nil {
-			sd.close()
-			continue
-		}
-		for _, n := range names {
-			st, err := sd.lstat(n)
-			if err != nil {
-				continue
-			}
-			e := fileEntry{shard: sh, name: n, st: st}
-			k, kerr := ParseKey(n)
-			switch {
-			case !st.mode.IsRegular():
-				e.foreign = foreignError(sd.join(n), st.mode, "a regular entry file").Error()
-			case kerr != nil || k.String() != n || !strings.HasPrefix(n, sh):
-				e.foreign = fmt.Sprintf("progcache: %s is not named by a key of shard %s: not a cache entry", sd.join(n), sh)
-			default:
-				e.key = k
-			}
-			out = append(out, e)
-		}
-		sd.close()
-	}
-	return out, nil
-}
-
-// scan recomputes the byte and entry counts (entries plus temp and trash
-// files) and, when sweep is set, sweeps temp files older than the lease,
-// trash files older than trashLease, stale locks and counter-file
-// leftovers. It returns the entries found. The caller holds life, or is
-// OpenFileStream.
-func (c *FileStream) scan(sweep bool) ([]fileEntry, error) {
-	es, err := c.list(context.Background())
-	if err != nil {
-		return nil, err
-	}
-	var total, n int64
-	for _, e := range es {
-		if e.foreign == "" {
-			total += e.st.size
-			n++
-		}
-	}
-	total += c.sweepDir(c.tmpD, sweep, c.opts.TempLease, func(string) bool { return true })
-	total += c.sweepDir(c.trashD, sweep, trashLease, func(string) bool { return true })
-	if sweep {
-		c.sweepDir(c.statsD, true, c.opts.TempLease, func(n string) bool { return strings.HasPrefix(n, ".") })
-		c.sweepLocks()
-	}
-	c.bytes.Store(total)
-	c.count.Store(n)
-	return es, nil
-}
-
-// sweepDir removes the regular files of d older than lease whose names
-// match (when sweep is set) and returns the bytes of the regular files
-// left. Anything else in d (a link, a directory) is not the cache's: it is
-// neither counted nor removed.
-func (c *FileStream) sweepDir(d *cacheDir, sweep bool, lease time.Duration, match func(string) bool) int64 {
-	if d == nil {
-		return 0
-	}
-	names, _ := d.names()
-	var total int64
-	deadline := time.Now().Add(-lease)
-	for _, n := range names {
-		st, err := d.lstat(n)
-		if err != nil || !st.mode.IsRegular() {
-			continue
-		}
-		if sweep && match(n) && st.mtime.Before(deadline) {
-			if d.remove(n) == nil {
-				continue
-			}
-		}
-		total += st.size
-	}
-	return total
-}
-
-// Prune evicts least recently used entries until entries plus temp and
-// trash files fit in maxBytes (0: only sweep), and returns how many
-// entries it evicted. It is what Put runs when the cap is passed; the CLI
-// runs it with --max-size.
-func (c *FileStream) Prune(ctx context.Context, maxBytes int64) (int, error) {
-	if maxBytes < 0 {
-		return 0, fmt.Errorf("progcache: prune to %d bytes: want 0 or more: %w", maxBytes, ErrInvalidConfig)
-	}
-	if err := c.enterWrite(ctx, "prune"); err != nil {
-		return 0, err
-	}
-	defer c.life.RUnlock()
-	return c.prune(ctx, maxBytes, "")
-}
-
-// prune is Prune; keep is the entryRel of an entry that must not be
-// chosen (the entry the calling Put just committed). The caller holds
-// life.
-func (c *FileStream) prune(ctx context.Context, maxBytes int64, keep string) (int, error) {
-	c.pruneMu.Lock()
-	defer c.pruneMu.Unlock()
-	es, err := c.scan(true)
-	if err != nil {
-		return 0, err
-	}
-	total := c.bytes.Load()
-	if maxBytes == 0 || total <= maxBytes {
-		return 0, nil
-	}
-	es = slices.DeleteFunc(es, func(e fileEntry) bool { return e.foreign != "" })
-	slices.SortFunc(es, func(a, b fileEntry) int { return a.st.mtime.Compare(b.st.mtime) })
-	evicted := 0
-	for _, e := range es {
-		if total <= maxBytes {
-			break
-		}
-		if e.rel() == keep {
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return evicted, err
-		}
-		if c.hooks.beforeVictimRename != nil {
-			c.hooks.beforeVictimRename(c.path(e.key))
-		}
-		res, _ := c.removeEntry(e.shard, e.name, e.st)
-		switch res.outcome {
-		case removed:
-			evicted++
-			c.evictions.Add(1)
-			c.count.Add(-1)
-			total -= e.st.size
-		case gone:
-			// A peer removed it first: its bytes are freed all the same.
-			c.count.Add(-1)
-			total -= e.st.size
-		case replaced:
-			// A peer's newer entry took the name back: that is what
-			// occupies the space now.
-			total += res.size - e.st.size
-		}
-	}
-	c.bytes.Store(total)
-	return evicted, nil
-}
-
-type outcome int
-
-const (
-	removed  outcome = iota // the chosen file was removed
-	gone                    // it was already gone (a peer removed it)
-	replaced                // a peer's newer file holds the name; it was kept
-	kept                    // it could not be moved (an error); nothing changed
-)
-
-type removal struct {
-	outcome outcome
-	size    int64 // for replaced: the newer file's size
-}
-
-var trashSeq atomic.Uint64
-
-// removeEntry removes entries/shard/name if it is still the file chosen.
-// The caller holds life.
-func (c *FileStream) removeEntry(shard, name string, chosen fileStat) (removal, error) {
-	sd, err := c.entriesD.subdir(shard, false)
-	if errors.Is(err, fs.ErrNotExist) {
-		return removal{outcome: gone}, nil
-	}
-	if err != nil {
-		return removal{outcome: kept}, err
-	}
-	defer sd.close()
-	return c.removeIfSame(sd, name, chosen)
-}
-
-// removeIfSame removes name in d only if it is still the file chosen
-// (same identity, size and mtime). It renames the file into trash/ first,
-// so the comparison and the removal see one file; a mismatch means a peer
-// replaced it after it was chosen, and that newer file is linked back to
-// its name unless an even newer one has taken the name already. The
-// caller holds life.
-func (c *FileStream) removeIfSame(d *cacheDir, name string, chosen fileStat) (removal, error) {
-	t := strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(trashSeq.Add(1), 10) + "-" + name
-	if err := d.rename(name, c.trashD, t); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return removal{outcome: gone}, nil
-		}
-		return removal{outcome: kept}, err
-	}
-	st, err := c.trashD.lstat(t)
-	// A trash file left by a failed remove is swept by the next scan once
-	// older than trashLease.
-	if err == nil && st.same(chosen) {
-		_ = c.trashD.remove(t)
-		return removal{outcome: removed}, nil
-	}
-	// Not the file chosen: a peer committed a newer one. Put it back
-	// unless a newer one still has taken the name (the link fails then).
-	res := removal{outcome: gone}
-	if err == nil && c.trashD.link(t, d, name) == nil {
-		res = removal{outcome: replaced, size: st.size}
-	}
-	_ = c.trashD.remove(t)
-	return res, nil
-}
-
-// Entries lists the entries, least recently used first, reading each to
-// report its kind and name, and the foreign things in entries/. With
-// verify set, corrupt entries are removed and counted (as Get would) and
-// foreign things are moved to aside/; entries of another configuration are
-// reported and kept. Without verify nothing changes.
-func (c *FileStream) Entries(ctx context.Context, verify bool) ([]EntryInfo, error) {
-	var err error
-	if verify {
-		err = c.enterWrite(ctx, "verify with fixing")
-	} else {
-		err = c.enter(ctx)
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer c.life.RUnlock()
-	all, err := c.list(ctx)
-	if err != nil {
-		return nil, err
-	}
-	slices.SortStableFunc(all, func(a, b fileEntry) int { return a.st.mtime.Compare(b.st.mtime) })
-	out := make([]EntryInfo, 0, len(all))
-	for _, e := range all {
-		if err := ctx.Err(); err != nil {
-			return out, err
-		}
-		ei := EntryInfo{Key: e.key, Size: e.st.size, Used: e.st.mtime}
-		if e.foreign != "" {
-			ei.Foreign, ei.Path, ei.Err = true, filepath.Join("entries", filepath.FromSlash(e.rel())), e.foreign
-			if verify {
-				to, err := c.moveAside(e)
-				if err != nil {
-					return out, err
-				}
-				ei.MovedTo = to
-			}
-			out = append(out, ei)
-			continue
-		}
-		f, err := c.entriesD.openEntry(e.shard, e.name)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue // removed by a peer
-		}
-		var sk Key
-		var obj Object
-		if err == nil {
-			sk, obj, err = c.readRecord(ctx, &f)
-			f.close()
-		}
-		if err == nil && sk != e.key {
-			err = corruptf("file %s holds an entry for key %s", e.name, sk)
-		}
-		switch {
-		case err == nil:
-			ei.Kind, ei.Name, ei.CodeLen = obj.Kind, obj.Name, len(obj.Code)
-		case errors.Is(err, ErrUnreadable), errors.Is(err, ErrNotCache):
-			ei.Err, ei.Unreadable = err.Error(), true
-		case errors.Is(err, ErrCorrupt):
-			ei.Err = err.Error()
-			if verify {
-				if res, _ := c.removeEntry(e.shard, e.name, f.st); res.outcome == removed {
-					c.corrupt.Add(1)
-				}
-			}
-		default:
-			return out, err
-		}
-		out = append(out, ei)
-	}
-	return out, nil
-}
-
-// moveAside renames a foreign thing in entries/ into aside/, keeping it
-// whole (a link is moved, not followed), and returns its new path.
-func (c *FileStream) moveAside(e fileEntry) (string, error) {
-	aside, err := c.root.subdir("aside", true)
-	if err != nil {
-		return "", fmt.Errorf("progcache: set aside %s: %w", e.rel(), err)
-	}
-	defer aside.close()
-	to := strings.ReplaceAll(e.rel(), "/", "-") + "." + strconv.FormatInt(time.Now().UnixNano(), 10)
-	from, name := c.entriesD, e.shard
-	if e.name != "" {
-		sd, err := c.entriesD.subdir(e.shard, false)
-		if err != nil {
-			return "", fmt.Errorf("progcache: set aside %s: %w", e.rel(), err)
-		}
-		defer sd.close()
-		from, name = sd, e.name
-	}
-	if err := from.rename(name, aside, to); err != nil {
-		return "", fmt.Errorf("progcache: set aside %s: %w", e.rel(), err)
-	}
-	return filepath.Join(c.dir, "aside", to), nil
-}
-
-// foreignError says what was found where the cache keeps want.
-func foreignError(path string, mode fs.FileMode, want string) error {
-	return fmt.Errorf("progcache: %s is %s, where the cache keeps %s; it is left alone (progcache verify --fix moves it to aside/): %w", path, fsmode.Describe(mode), want, ErrNotCache)
 }

@@ -151,7 +151,7 @@ func (c *FileStream) tryLock(ctx context.Context, name string) (unlock func(), s
 	// the file judged stale. A lock that cannot be broken (no permission
 	// to rename it) is an error: reporting it as stale would send lockKey
 	// straight back here in a loop.
-	if _, err := c.removeIfSame(c.locksD, name, st); err != nil {
+	if _, err := c.removeIfSameLocked(c.locksD, name, st); err != nil {
 		return nil, false, fmt.Errorf("progcache: break stale lock: %w", err)
 	}
 	return nil, true, nil
@@ -194,11 +194,11 @@ func (c *FileStream) heartbeat(f *os.File, name string, mine fileStat) func() {
 	}
 }
 
-// sweepLocks removes lock files left by killed holders that no waiter came
-// to break: older than the temp lease and than the holder's lock lease. The
-// removal is identity-checked, so a lock retaken meanwhile survives. The
-// caller holds life.
-func (c *FileStream) sweepLocks() {
+// sweepLockFilesLocked removes lock files left by killed holders that no
+// waiter came to break: older than the temp lease and than the holder's lock
+// lease. The removal is identity-checked, so a lock retaken meanwhile
+// survives. The caller holds life.
+func (c *FileStream) sweepLockFilesLocked() {
 	if c.locksD == nil {
 		return
 	}
@@ -215,7 +215,7 @@ func (c *FileStream) sweepLocks() {
 			}
 		}
 		if time.Since(st.mtime) > lease {
-			_, _ = c.removeIfSame(c.locksD, n, st) // best effort: the next sweep tries again
+			_, _ = c.removeIfSameLocked(c.locksD, n, st) // best effort: the next sweep tries again
 		}
 	}
 }

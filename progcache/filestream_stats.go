@@ -46,9 +46,9 @@ func isCountersName(n string) bool {
 	return true
 }
 
-// readCountersFile reads one counters file; ok is false for anything that
-// is not one.
-func (c *FileStream) readCountersFile(name string) (counters.Set, bool) {
+// readCountersFileLocked reads one counters file; ok is false for anything
+// that is not one.
+func (c *FileStream) readCountersFileLocked(name string) (counters.Set, bool) {
 	b, err := c.statsD.readSmall(name, counters.Size)
 	if err != nil {
 		return counters.Set{}, false
@@ -56,8 +56,9 @@ func (c *FileStream) readCountersFile(name string) (counters.Set, bool) {
 	return counters.Parse(b)
 }
 
-// writeCounters commits s as a new counters file. The caller holds life.
-func (c *FileStream) writeCounters(s counters.Set) error {
+// writeCountersLocked commits s as a new counters file. The caller holds
+// life.
+func (c *FileStream) writeCountersLocked(s counters.Set) error {
 	tmp := statsName(".new-")
 	f, err := c.statsD.create(tmp)
 	if err != nil {
@@ -77,11 +78,11 @@ func (c *FileStream) writeCounters(s counters.Set) error {
 	return nil
 }
 
-// saveCounters writes this session's counters and folds the files when
+// saveCountersLocked writes this session's counters and folds the files when
 // there are many. The caller holds life exclusively (Close).
-func (c *FileStream) saveCounters() error {
+func (c *FileStream) saveCountersLocked() error {
 	if s := c.sessionCounters().counterSet(); s != (counters.Set{}) {
-		if err := c.writeCounters(s); err != nil {
+		if err := c.writeCountersLocked(s); err != nil {
 			return err
 		}
 	}
@@ -107,11 +108,11 @@ func (c *FileStream) saveCounters() error {
 			continue // claimed by another folder
 		}
 		claimed = append(claimed, mine)
-		if s, ok := c.readCountersFile(mine); ok {
+		if s, ok := c.readCountersFileLocked(mine); ok {
 			sum.Add(s, counters.Set{})
 		}
 	}
-	err := c.writeCounters(sum)
+	err := c.writeCountersLocked(sum)
 	if err == nil {
 		for _, p := range claimed {
 			_ = c.statsD.remove(p) // a dot-name is never counted, and is swept past TempLease
@@ -135,13 +136,13 @@ func (c *FileStream) Totals(ctx context.Context) (Stats, error) {
 			if !isCountersName(n) {
 				continue
 			}
-			if s, ok := c.readCountersFile(n); ok {
+			if s, ok := c.readCountersFileLocked(n); ok {
 				sum.Add(s, counters.Set{})
 			}
 		}
 	}
 	t := Stats{}.withCounters(sum)
-	if _, err := c.scan(false); err != nil {
+	if _, err := c.scanLocked(false); err != nil {
 		return t, err
 	}
 	t.Entries, t.Bytes, t.MaxBytes = c.count.Load(), c.bytes.Load(), c.opts.MaxBytes

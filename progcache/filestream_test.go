@@ -455,8 +455,9 @@ func TestFileStreamCountersFold(t *testing.T) {
 }
 
 // TestOpenEntryStat checks that the stat openEntry returns describes the
-// file as os.Lstat does (identity, size, mtime, mode), which removeIfSame's
-// identity check relies on, and that openEntry opens only regular files.
+// file as os.Lstat does (identity, size, mtime, mode), which
+// removeIfSameLocked's identity check relies on, and that openEntry opens
+// only regular files.
 func TestOpenEntryStat(t *testing.T) {
 	dir := t.TempDir()
 	shard := filepath.Join(dir, "ab")
