@@ -31,7 +31,7 @@ func quietBolt(o Options) Options {
 	return o
 }
 
-func openBolt(t *testing.T, path string, o Options) *Cache {
+func openCache(t *testing.T, path string, o Options) *Cache {
 	t.Helper()
 	c, err := Open(path, quietBolt(o))
 	if err != nil {
@@ -205,7 +205,7 @@ func TestBoltEmptyAndMissing(t *testing.T) {
 	}
 	emptyState.check(t, empty)
 	for _, p := range []string{missing, empty} {
-		c := openBolt(t, p, Options{})
+		c := openCache(t, p, Options{})
 		if c.SetAside() != "" {
 			t.Errorf("%s: set aside %s", p, c.SetAside())
 		}
@@ -229,11 +229,11 @@ func TestBoltSymlink(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	target, link := filepath.Join(dir, "real.db"), filepath.Join(dir, "cache.db")
-	c := openBolt(t, target, Options{})
+	c := openCache(t, target, Options{})
 	c.Put(ctx, testKey(1), testObject(1, 100))
 	c.Close()
 	symlinkOrSkip(t, "real.db", link)
-	c = openBolt(t, link, Options{})
+	c = openCache(t, link, Options{})
 	if _, ok, err := c.Get(ctx, testKey(1)); !ok || err != nil {
 		t.Fatalf("Get through a link: hit %v, err %v", ok, err)
 	}
@@ -260,7 +260,7 @@ func TestBoltDamagedSetAside(t *testing.T) {
 	orig := writeDamageFixture(t, p, 40)
 	b := orig[:len(orig)/4]
 	os.WriteFile(p, b, 0o600)
-	c := openBolt(t, p, Options{})
+	c := openCache(t, p, Options{})
 	if c.SetAside() == "" {
 		t.Fatal("a truncated cache must be set aside")
 	}
@@ -280,13 +280,13 @@ func TestBoltDamagedSetAside(t *testing.T) {
 
 func TestBoltSchemaMismatch(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "cache.db")
-	c := openBolt(t, p, Options{})
+	c := openCache(t, p, Options{})
 	c.Put(context.Background(), testKey(1), testObject(1, 10))
 	c.h.db.Update(func(tx *bbolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(keySchema, []byte("accelkit/progcache/bolt/v0"))
 	})
 	c.Close()
-	c2 := openBolt(t, p, Options{})
+	c2 := openCache(t, p, Options{})
 	if c2.SetAside() == "" {
 		t.Fatal("a schema mismatch must rebuild")
 	}
@@ -297,7 +297,7 @@ func TestBoltSchemaMismatch(t *testing.T) {
 
 func TestBoltCorruptEntry(t *testing.T) {
 	ctx := context.Background()
-	c := openBolt(t, filepath.Join(t.TempDir(), "cache.db"), Options{})
+	c := openCache(t, filepath.Join(t.TempDir(), "cache.db"), Options{})
 	c.Put(ctx, testKey(1), testObject(1, 100))
 	k1 := testKey(1)
 	c.h.db.Update(func(tx *bbolt.Tx) error {
@@ -317,7 +317,7 @@ func TestBoltReadAwareLRU(t *testing.T) {
 	ctx := context.Background()
 	p := filepath.Join(t.TempDir(), "cache.db")
 	size := progcache.RecordSize(testObject(0, 1000), progcache.RecordOptions{})
-	c := openBolt(t, p, Options{MaxBytes: 3 * size})
+	c := openCache(t, p, Options{MaxBytes: 3 * size})
 	for i := range 3 {
 		c.Put(ctx, testKey(i), testObject(i, 1000))
 	}
@@ -325,7 +325,7 @@ func TestBoltReadAwareLRU(t *testing.T) {
 	c.Close()
 	// The access time was batched in memory and written on Close; a
 	// reopened cache must know 0 was used after 1 and 2.
-	c = openBolt(t, p, Options{MaxBytes: 3 * size})
+	c = openCache(t, p, Options{MaxBytes: 3 * size})
 	c.Put(ctx, testKey(3), testObject(3, 1000))
 	if _, ok, _ := c.Get(ctx, testKey(1)); ok {
 		t.Error("entry 1 (least recently used) must be evicted")
@@ -337,7 +337,7 @@ func TestBoltReadAwareLRU(t *testing.T) {
 
 func TestBoltAccessBatch(t *testing.T) {
 	ctx := context.Background()
-	c := openBolt(t, filepath.Join(t.TempDir(), "cache.db"), Options{})
+	c := openCache(t, filepath.Join(t.TempDir(), "cache.db"), Options{})
 	c.Put(ctx, testKey(1), testObject(1, 10))
 	writes := func() int64 { st := c.h.db.Stats(); return st.TxStats.GetWrite() }
 	before := writes()
@@ -389,7 +389,7 @@ func TestBoltLocked(t *testing.T) {
 		t.Skip("flock semantics")
 	}
 	p := filepath.Join(t.TempDir(), "cache.db")
-	c := openBolt(t, p, Options{})
+	c := openCache(t, p, Options{})
 	c.Put(context.Background(), testKey(1), testObject(1, 100))
 	c.Close()
 	sum := func() [32]byte { b, _ := os.ReadFile(p); return sha256.Sum256(b) }
@@ -421,7 +421,7 @@ func TestBoltLocked(t *testing.T) {
 	cmd.Wait()
 }
 
-// TestBoltOtherMACKeyKept: reopened with another MAC key, a Bolt reports
+// TestBoltOtherMACKeyKept: reopened with another MAC key, a Cache reports
 // the entries as unreadable misses and keeps them; the right key reads them
 // again, and verification does not remove them.
 func TestBoltOtherMACKeyKept(t *testing.T) {
@@ -429,12 +429,12 @@ func TestBoltOtherMACKeyKept(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "cache.db")
 	right := Options{Record: progcache.RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32)}}
 	wrong := Options{Record: progcache.RecordOptions{MACKey: bytes.Repeat([]byte{2}, 32)}}
-	c := openBolt(t, p, right)
+	c := openCache(t, p, right)
 	if err := c.Put(ctx, testKey(1), testObject(1, 100)); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
-	c = openBolt(t, p, wrong)
+	c = openCache(t, p, wrong)
 	if _, ok, err := c.Get(ctx, testKey(1)); ok || err != nil {
 		t.Fatalf("Get with another MAC key = hit %v, err %v; want a miss", ok, err)
 	}
@@ -446,7 +446,7 @@ func TestBoltOtherMACKeyKept(t *testing.T) {
 		t.Errorf("unreadable %d, corrupt %d, misses %d; want 1, 0, 1", s.Unreadable, s.Corrupt, s.Misses)
 	}
 	c.Close()
-	c = openBolt(t, p, right)
+	c = openCache(t, p, right)
 	if got, ok, err := c.Get(ctx, testKey(1)); !ok || err != nil || !got.Equal(testObject(1, 100)) {
 		t.Fatalf("Get with the right key after a wrong-key session = hit %v, err %v; want the object", ok, err)
 	}
@@ -459,7 +459,7 @@ func TestBoltReadOnly(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "cache.db")
-	c := openBolt(t, p, Options{})
+	c := openCache(t, p, Options{})
 	for n := range 5 {
 		c.Put(ctx, testKey(n), testObject(n, 300))
 	}
@@ -481,9 +481,9 @@ func TestBoltReadOnly(t *testing.T) {
 	os.Chtimes(p, old, old)
 	before := statePath(t, p)
 
-	ro := openBolt(t, p, Options{ReadOnly: true})
+	ro := openCache(t, p, Options{ReadOnly: true})
 	// A second reader shares the lock.
-	ro2 := openBolt(t, p, Options{ReadOnly: true})
+	ro2 := openCache(t, p, Options{ReadOnly: true})
 	if _, err := Open(p, quietBolt(Options{Timeout: 100 * time.Millisecond})); !errors.Is(err, ErrLocked) {
 		t.Errorf("read-write open while read-only opens hold the file = %v, want ErrLocked", err)
 	}

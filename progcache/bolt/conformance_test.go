@@ -9,7 +9,7 @@ import (
 	"github.com/accelkit/accelkit/progcache/cachetest"
 )
 
-func TestConformance(t *testing.T) {
+func TestBoltConformance(t *testing.T) {
 	paths := map[progcache.Cache]string{}
 	cachetest.Run(t, cachetest.Backend{
 		Open: func(t *testing.T, maxBytes int64) progcache.Cache {

@@ -132,7 +132,8 @@ func craft(orig []byte, l fixtureLayout, c int) ([]byte, string) {
 	switch c {
 	case 0:
 		// Cursor.search and Cursor.first follow this for ever: a stack
-		// overflow (fatal) or a cursor stack that grows until memory runs out.
+		// overflow (fatal) or a cursor stack that grows until memory runs
+		// out.
 		nativeEndian.PutUint64(b[child0:], l.entriesRoot)
 		return b, "a branch page whose first child is itself"
 	case 1:
@@ -350,7 +351,7 @@ func TestBoltDamage(t *testing.T) {
 		// Under the race detector each trial is ~6x slower, and the race
 		// detector looks for unsynchronised access, which the truncations,
 		// crafted pages and first flips exercise as well as 300 flips do.
-		// Every run without -race (go test ./progcache, the macOS and
+		// Every run without -race (go test ./progcache/bolt, the macOS and
 		// Windows legs, release check) sweeps all of them.
 		trials = damageFirstFlip + damageShortTrials
 	}
@@ -559,7 +560,7 @@ func TestBoltDamageWhileOpen(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "cache.db")
-			c := openBolt(t, p, Options{NoSync: true})
+			c := openCache(t, p, Options{NoSync: true})
 			for n := range 60 {
 				c.Put(ctx, testKey(n), testObject(n, 700))
 			}
@@ -590,7 +591,7 @@ func TestBoltDamageWhileOpen(t *testing.T) {
 					t.Fatal(err)
 				}
 			})
-			c = openBolt(t, p, Options{})
+			c = openCache(t, p, Options{})
 			if _, ok, _ := c.Get(ctx, testKey(1)); !ok {
 				t.Error("the new file lost its entry across a reopen")
 			}
@@ -618,7 +619,7 @@ func entriesRoot(t *testing.T, c *Cache) int64 {
 func TestBoltDamageConcurrent(t *testing.T) {
 	ctx := context.Background()
 	p := filepath.Join(t.TempDir(), "cache.db")
-	c := openBolt(t, p, Options{NoSync: true, MaxBytes: 256 << 10})
+	c := openCache(t, p, Options{NoSync: true, MaxBytes: 256 << 10})
 	const workers, keys = 6, 40
 	size := func(n int) int { return 200 + 97*n }
 	for n := range keys {

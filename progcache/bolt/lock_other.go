@@ -8,7 +8,7 @@ import (
 )
 
 // Here bbolt locks with fcntl record locks, which a process holds once per
-// file, not per descriptor: OpenBolt checks the file before bolt.Open
+// file, not per descriptor: Open checks the file before bolt.Open
 // without a lock of its own, and renames a damaged file only after closing
 // it and finding that the path still names it.
 

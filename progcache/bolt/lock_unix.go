@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Where bbolt locks with flock(2) (bolt_unix.go), OpenBolt takes the same
+// Where bbolt locks with flock(2) (bolt_unix.go), Open takes the same
 // lock on the descriptor it then hands to bbolt, checks the file under it,
 // and leaves it held: bbolt's own flock on that descriptor finds it held
 // by the same open file and returns at once. A damaged file is renamed

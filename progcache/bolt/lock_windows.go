@@ -10,7 +10,7 @@ import (
 
 // bbolt locks a one-byte range at offset 2^64-1 with LockFileEx
 // (bolt_windows.go); a second LockFileEx on the same handle fails, so
-// OpenBolt takes that lock to check the file and releases it just before
+// Open takes that lock to check the file and releases it just before
 // bolt.Open takes it again. Windows does not rename an open file, so a
 // damaged one is closed first and renamed only if the path still names it.
 
@@ -58,6 +58,6 @@ func handToBolt(f *os.File) {
 	ol := syscall.Overlapped{Offset: ^uint32(0), OffsetHigh: ^uint32(0)}
 	// Call's error is never nil. Unlocking the range lockBoltFile locked on
 	// this handle does not fail; were it to, bolt.Open's lock times out and
-	// OpenBolt reports ErrLocked.
+	// Open reports ErrLocked.
 	_, _, _ = procUnlockFileEx.Call(f.Fd(), 0, 1, 0, uintptr(unsafe.Pointer(&ol)))
 }

@@ -48,9 +48,9 @@ func buildBigBolt(b *testing.B, p string, n, size int) {
 	}
 }
 
-// BenchmarkBoltOpenCheck compares, on a 100 MB cache, the check OpenBolt
+// BenchmarkBoltOpenCheck compares, on a 100 MB cache, the check Open
 // runs before bbolt maps a file (checkBoltFile), bbolt's own Tx.Check, and
-// a whole OpenBolt (check, map, index) and Close. The file is in the page
+// a whole Open (check, map, index) and Close. The file is in the page
 // cache: the figures are CPU and syscall cost, not disk reads.
 func BenchmarkBoltOpenCheck(b *testing.B) {
 	for _, tc := range []struct {

@@ -1,0 +1,150 @@
+package bolt
+
+// Damage met while open. Every bbolt transaction runs in boltHandle.run
+// (handle.go), which turns a panic or a memory fault (a file truncated
+// behind bbolt's back is SIGBUS) into a *boltDamage; the operation then
+// sets the file aside and moves the cache to a fresh file (repairLocked):
+// Get misses, Put is retried on the fresh file, Delete, Clear and Prune
+// succeed on it, Totals and Entries report the damage with an error
+// wrapping progcache.ErrCorrupt. Read-only, or through a symbolic link,
+// the file is not moved and the cache is broken: every later operation
+// returns that error. A file locked by another process is never treated as
+// damaged: Open fails with ErrLocked and leaves it untouched.
+//
+// What this cannot make safe: the check covers the file as it was opened,
+// under bbolt's advisory lock. A process that ignores the lock and rewrites
+// pages of an open file so that a branch page points back up its tree can
+// still send bbolt's cursor round the cycle until the goroutine's stack
+// overflows, which is a fatal error, not a panic. Truncations and other
+// overwrites are met as faults and panics and handled as above; a handle
+// dropped because a panic left bbolt's locks held keeps its memory map
+// until the process exits.
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/accelkit/accelkit/progcache"
+	bbolt "go.etcd.io/bbolt"
+)
+
+// errNoHandle: the file was closed (Close, or damage that broke the cache)
+// while an operation waited for it.
+var errNoHandle = errors.New("progcache: bolt file not open")
+
+// view runs fn in a read transaction on the open file and says which
+// generation of it that was. It takes dbMu, not mu.
+func (c *Cache) view(fn func(*bbolt.Tx) error) (uint64, error) {
+	c.dbMu.RLock()
+	defer c.dbMu.RUnlock()
+	if c.h == nil {
+		return 0, errNoHandle
+	}
+	return c.h.gen, c.h.run(false, fn)
+}
+
+// updateLocked runs fn in a write transaction; mu is held. Its results are
+// those of settleLocked.
+func (c *Cache) updateLocked(fn func(*bbolt.Tx) error) (rebuilt bool, err error) {
+	c.dbMu.RLock()
+	h := c.h
+	if h == nil {
+		err = errNoHandle
+	} else {
+		err = h.run(true, fn)
+	}
+	c.dbMu.RUnlock()
+	if err == nil {
+		return false, nil
+	}
+	return c.settleLocked(c.gen, err)
+}
+
+// boltRebuilt reports damage that was repaired: the file was set aside and
+// the cache works on a new, empty file.
+type boltRebuilt struct {
+	path, aside string
+	cause       error
+}
+
+func (e *boltRebuilt) Error() string {
+	return fmt.Sprintf("progcache: bolt file %s was damaged (%v); set aside as %s and rebuilt empty", e.path, e.cause, e.aside)
+}
+
+func (e *boltRebuilt) Unwrap() error { return e.cause }
+
+// settleLocked sorts out a transaction's error err on generation gen; mu
+// is held. A closed handle gives ErrClosed or the broken error; damage is
+// repaired (repairLocked): rebuilt is then true and err says what happened
+// (wrapping ErrCorrupt), or the cache is broken and err says why. Other
+// errors are returned as they are.
+func (c *Cache) settleLocked(gen uint64, err error) (rebuilt bool, _ error) {
+	var dmg *boltDamage
+	switch {
+	case errors.Is(err, errNoHandle):
+		if c.closed {
+			return false, fmt.Errorf("progcache: bolt file %s: %w", c.path, progcache.ErrClosed)
+		}
+		if c.broken != nil {
+			return false, c.broken
+		}
+		return false, err
+	case errors.As(err, &dmg):
+		err = c.repairLocked(gen, err)
+		var rb *boltRebuilt
+		return errors.As(err, &rb), err
+	}
+	return false, err
+}
+
+// repairLocked handles damage (cause) met on generation gen; mu is held.
+// It waits for the transactions in flight to end (dbMu), sets the file
+// aside and opens a new one in its place, unless it may not move the file
+// (read-only, a symbolic link) or cannot: then the cache is broken.
+func (c *Cache) repairLocked(gen uint64, cause error) error {
+	if c.closed {
+		return fmt.Errorf("progcache: bolt file %s: %w", c.path, progcache.ErrClosed)
+	}
+	if c.broken != nil {
+		return c.broken
+	}
+	if gen != c.gen {
+		// Another operation met the damage first and moved to a new file.
+		return &boltRebuilt{path: c.path, aside: c.setAside, cause: cause}
+	}
+	c.dbMu.Lock()
+	defer c.dbMu.Unlock()
+	h := c.h
+	c.h = nil
+	c.flushed = c.stats // the new file counts from here
+	c.stats.Corrupt++
+	c.lru.Purge()
+	clear(c.pending)
+	why := ""
+	switch {
+	case c.opts.ReadOnly:
+		why = "opened read-only"
+	case h.viaLink:
+		why = "reached through a symbolic link"
+	}
+	if why != "" {
+		h.close()
+		c.broken = fmt.Errorf("progcache: bolt file %s is damaged (%w); %s, so it is not set aside: %w", c.path, cause, why, progcache.ErrCorrupt)
+		return c.broken
+	}
+	aside, err := setAside(c.path, h.info, h.close)
+	if err != nil {
+		c.broken = fmt.Errorf("progcache: bolt file %s is damaged (%w) and could not be set aside: %w", c.path, cause, errors.Join(err, progcache.ErrCorrupt))
+		return c.broken
+	}
+	c.opts.Logger.Warn("progcache: bolt file set aside and rebuilt", "path", c.path, "moved_to", aside, "reason", cause.Error())
+	c.setAside = aside
+	nh, es, err := c.openFileLocked(gen + 1)
+	if err != nil {
+		c.broken = fmt.Errorf("progcache: bolt file %s was damaged (%w) and set aside as %s, but no new file could be opened: %w", c.path, cause, aside, errors.Join(err, progcache.ErrCorrupt))
+		return c.broken
+	}
+	c.h, c.gen = nh, nh.gen
+	c.indexLocked(es)
+	return &boltRebuilt{path: c.path, aside: c.setAside, cause: cause}
+}
