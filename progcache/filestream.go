@@ -161,7 +161,10 @@ func (o FileStreamOptions) validate() error {
 	return o.Record.Validate()
 }
 
-var _ Admin = (*FileStream)(nil)
+var (
+	_ Admin   = (*FileStream)(nil)
+	_ Grouped = (*FileStream)(nil)
+)
 
 // FileStream is a directory-backed cache, safe for concurrent use by many
 // goroutines and many processes (and hosts on a shared filesystem).

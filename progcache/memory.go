@@ -16,6 +16,8 @@ type MemoryOptions struct {
 	MaxBytes int64
 }
 
+var _ Grouped = (*Memory)(nil)
+
 // Memory is an in-process LRU cache. It stores objects by reference: Put
 // keeps the caller's Object (do not modify its Code or maps afterwards) and
 // Get returns it as stored. Get promotes an entry; Contains and Len do not.

@@ -71,7 +71,8 @@ type Options struct {
 	// Timeout is how long to wait for a lock held by another process
 	// before failing with ErrLocked; 0 means DefaultTimeout.
 	Timeout time.Duration
-	// Record selects CRC-32C or a keyed MAC for entry records.
+	// Record selects CRC-32C (the zero value) or a keyed MAC for entry
+	// records.
 	Record progcache.RecordOptions
 	// NoSync skips bbolt's fsync per commit: much faster puts, but a
 	// crash can corrupt the file (it is then set aside and rebuilt on the
@@ -90,7 +91,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-var _ progcache.Admin = (*Cache)(nil)
+var (
+	_ progcache.Admin   = (*Cache)(nil)
+	_ progcache.Grouped = (*Cache)(nil)
+)
 
 // Cache is a one-file cache on bbolt. It is safe for concurrent use by
 // goroutines of one process; only one process may open the file at a time

@@ -10,7 +10,7 @@ package bolt
 //     at, but a cache behind a link is never set aside or replaced (that
 //     would move the link or write through it): damage is reported with
 //     ErrCorrupt instead, and a link to nothing is refused with ErrNotCache.
-//   - a regular file: opened, locked as bbolt locks it (see bolt_lock_*.go)
+//   - a regular file: opened, locked as bbolt locks it (see lock_*.go)
 //     and checked with checkBoltFile before bbolt maps it: a 0-byte file or
 //     a bbolt database with no buckets is initialised, a sound cache is
 //     used, a file that is not provably ours is refused with ErrNotCache

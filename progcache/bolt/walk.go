@@ -255,7 +255,7 @@ func (w *boltWalker) checkPage(it boltItem, stack []boltItem) ([]boltItem, strin
 	return stack, fmt.Sprintf("page %d has type %#x, want branch or leaf", it.pgid, flags)
 }
 
-// key reads element i's key (at pos from the element header) from s.
+// elemKey reads element i's key (at pos from the element header) from s.
 func elemKey(s *span, i, pos, ksize uint64) []byte {
 	if ksize == 0 {
 		return nil
