@@ -21,6 +21,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// cacheDir is a directory the cache holds open, through which every name
+// below it is resolved.
+//
+// Locking: none of its own. A cacheDir does not change after it is opened
+// and its methods are safe for concurrent use; FileStream closes its
+// directories only while holding life exclusively, so no method runs on a
+// closed one. A subdir a method opens for its own use is closed by it.
 type cacheDir struct {
 	fd   int
 	path string // for messages only
