@@ -46,11 +46,8 @@ func TestMemoryCaps(t *testing.T) {
 		{progcache.MemoryOptions{MaxEntries: -1}, "MemoryOptions.MaxEntries -1"},
 		{progcache.MemoryOptions{MaxBytes: -1}, "MemoryOptions.MaxBytes -1"},
 	} {
-		_, err := progcache.NewMemory(tc.o)
-		if !errors.Is(err, progcache.ErrInvalidConfig) {
-			t.Errorf("NewMemory(%+v) = %v, want ErrInvalidConfig", tc.o, err)
-		} else if !strings.Contains(err.Error(), tc.field) {
-			t.Errorf("NewMemory(%+v) = %v; the error must name the field and value (%q)", tc.o, err, tc.field)
+		if _, err := progcache.NewMemory(tc.o); !errors.Is(err, progcache.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("NewMemory(%+v) = %v; want ErrInvalidConfig naming the field and value (%q)", tc.o, err, tc.field)
 		}
 	}
 	// Zero caps mean no cap.

@@ -80,10 +80,7 @@ func (c *Cache) Totals(ctx context.Context) (progcache.Stats, error) {
 func (c *Cache) Prune(ctx context.Context, maxBytes int64) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.enterLocked(ctx); err != nil {
-		return 0, err
-	}
-	if err := c.writable(); err != nil {
+	if err := c.enterWriteLocked(ctx); err != nil {
 		return 0, err
 	}
 	if maxBytes < 0 {

@@ -188,6 +188,15 @@ func (c *Cache) enterLocked(ctx context.Context) error {
 	return c.broken
 }
 
+// enterWriteLocked is enterLocked for an operation that changes the file:
+// it also refuses a read-only cache; mu is held.
+func (c *Cache) enterWriteLocked(ctx context.Context) error {
+	if err := c.enterLocked(ctx); err != nil {
+		return err
+	}
+	return c.writable()
+}
+
 // writable refuses a change to a read-only cache.
 func (c *Cache) writable() error {
 	if c.opts.ReadOnly {
@@ -284,10 +293,7 @@ func (c *Cache) Put(ctx context.Context, k progcache.Key, obj progcache.Object) 
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.enterLocked(ctx); err != nil {
-		return err
-	}
-	if err := c.writable(); err != nil {
+	if err := c.enterWriteLocked(ctx); err != nil {
 		return err
 	}
 	size := int64(len(rec))
@@ -389,10 +395,7 @@ func (c *Cache) deleteLocked(k progcache.Key) error {
 func (c *Cache) Delete(ctx context.Context, k progcache.Key) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.enterLocked(ctx); err != nil {
-		return err
-	}
-	if err := c.writable(); err != nil {
+	if err := c.enterWriteLocked(ctx); err != nil {
 		return err
 	}
 	return c.deleteLocked(k)
@@ -412,10 +415,7 @@ func (c *Cache) Len(ctx context.Context) (int, error) {
 func (c *Cache) Clear(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.enterLocked(ctx); err != nil {
-		return err
-	}
-	if err := c.writable(); err != nil {
+	if err := c.enterWriteLocked(ctx); err != nil {
 		return err
 	}
 	rebuilt, err := c.updateLocked(func(tx *bbolt.Tx) error {
