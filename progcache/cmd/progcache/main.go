@@ -1,5 +1,5 @@
 // Command progcache inspects and maintains a progcache cache: a FileStream
-// directory or a Bolt file.
+// directory or a progcache/bolt file, through progcache.Admin.
 //
 //	progcache [--json] [--mac-key-file F] stats  PATH
 //	progcache [--json] [--mac-key-file F] ls     PATH
@@ -8,7 +8,7 @@
 //	progcache [--json] [--mac-key-file F] clear  PATH
 //	progcache help
 //
-// PATH is a directory (FileStream) or a file (Bolt). SIZE takes a byte
+// PATH is a directory (FileStream) or a file (bolt). SIZE takes a byte
 // count with an optional unit: 500MB, 2GiB, 64KiB. stats, ls and verify
 // without --fix open the cache read-only and change nothing on disk.
 package main
