@@ -84,7 +84,7 @@ func (c *Cache) Get(ctx context.Context, k progcache.Key) (progcache.Object, boo
 	if err != nil || gotKey != k {
 		c.stats.corrupt.Add(1)
 		c.stats.misses.Add(1)
-		// Still a miss; a failed removal is returned, as progcache.Bolt does,
+		// Still a miss; a failed removal is returned, as progcache/bolt.Cache does,
 		// since the entry will be found corrupt again.
 		if err := c.Delete(ctx, k); err != nil {
 			return progcache.Object{}, false, fmt.Errorf("sqlitepeer: remove corrupt entry %s: %w", k, err)
