@@ -30,8 +30,8 @@ package devalloc
 //   that time: at Free, an event is recorded on every noted stream other
 //   than the owner (so work queued on s after the free never delays reuse)
 //   and the block stays "pending free" until those events complete
-//   (evpool.Deferred). Pending frees are polled at each Alloc and by
-//   ProcessEvents.
+//   (evpool.Deferred.Release). Pending frees are polled at each Alloc and
+//   by Poll.
 // - With cross_stream_reuse, a stream whose pool has no fit may take a
 //   fitting free block cached for another stream: the allocator records an
 //   event on the giver stream (covering all work queued before the free)
@@ -114,7 +114,7 @@ const (
 	maxRequest = 1 << 50
 )
 
-// ErrClosed is returned by every method after Close.
+// ErrClosed is returned by Alloc after Close; it wraps driver.ErrClosed.
 var ErrClosed = fmt.Errorf("devalloc: allocator closed: %w", driver.ErrClosed)
 
 type blockState uint8
@@ -135,7 +135,7 @@ type block struct {
 	prev, next  *block
 	state       blockState
 	allocStream driver.Stream
-	uses        []driver.Stream
+	uses        evpool.StreamSet // streams noted by RecordStream, less the owner
 	freedAt     uint64 // allocator clock (misses) when last freed, for GC
 	hidx        int32  // position in its free-set class heap while free
 	rlist       uint8  // the release list it is on while free (index.go)
@@ -242,7 +242,6 @@ type Allocator struct {
 	reserved atomic.Uint64 // bytes reserved from the device (limit accounting)
 	limit    atomic.Uint64 // 0: no limit
 	clock    atomic.Uint64 // allocator misses so far: the GC's notion of age
-	pending  atomic.Int64  // frees deferred and not yet completed: Alloc polls only when > 0
 
 	hist    *history
 	lastOOM atomic.Pointer[string]
@@ -296,14 +295,14 @@ func (a *Allocator) Device() driver.Device { return a.dev }
 // Config returns the configuration the allocator was created with.
 func (a *Allocator) Config() Config { return a.cfg }
 
-func (a *Allocator) checkStream(s driver.Stream, op string) error {
-	if s == nil {
-		return fmt.Errorf("devalloc: %s: nil stream: %w", op, driver.ErrInvalidValue)
-	}
+// stream resolves s for op: nil is the device's default stream, as NULL
+// is in CUDA; a stream of another device is an error.
+func (a *Allocator) stream(s driver.Stream, op string) (driver.Stream, error) {
+	s = driver.StreamOr(a.dev, s)
 	if s.Device() != a.dev {
-		return fmt.Errorf("devalloc: %s: stream %d belongs to another device, not device %d: %w", op, s.ID(), a.dev.Ordinal(), driver.ErrInvalidValue)
+		return nil, fmt.Errorf("devalloc: %s: stream %d belongs to another device, not device %d: %w", op, s.ID(), a.dev.Ordinal(), driver.ErrInvalidValue)
 	}
-	return nil
+	return s, nil
 }
 
 // roundSize is PyTorch's round_size.
@@ -373,14 +372,16 @@ func boolBit(b bool) uint {
 
 // Alloc returns size bytes of device memory for use on stream s. The block
 // may be reused for other requests on s as soon as it is freed; to use it
-// on another stream too, call RecordStream. Alloc(0, s) returns (0, nil).
-// Errors: a nil stream or one of another device, a size over 1 PiB
+// on another stream too, call RecordStream. A nil s is the device's
+// default stream, as NULL is in CUDA. Alloc(0, s) returns (0, nil).
+// Errors: a stream of another device, a size over 1 PiB
 // (driver.ErrInvalidValue), *OOMError when memory is exhausted.
 func (a *Allocator) Alloc(size uint64, s driver.Stream) (driver.Ptr, error) {
 	if size == 0 {
 		return 0, nil
 	}
-	if err := a.checkStream(s, "alloc"); err != nil {
+	s, err := a.stream(s, "alloc")
+	if err != nil {
 		return 0, err
 	}
 	if size > maxRequest {
@@ -392,7 +393,7 @@ func (a *Allocator) Alloc(size uint64, s driver.Stream) (driver.Ptr, error) {
 	if a.passthrough {
 		return a.allocPassthrough(size, s)
 	}
-	if a.pending.Load() > 0 {
+	if a.def.Pending() > 0 { // one atomic load when nothing is deferred
 		a.def.Poll()
 	}
 	rsize := a.roundSize(size)
@@ -618,15 +619,29 @@ func (a *Allocator) deviceMalloc(n uint64) (driver.Ptr, error) {
 
 // Free returns p to the cache. When p was noted with RecordStream on other
 // streams, it becomes reusable only after the work queued on them so far
-// has finished. Free(0) is a no-op; an unknown or already freed pointer is
-// an error wrapping driver.ErrInvalidPointer and changes nothing.
+// has finished (evpool.Deferred.Release: events, else a host wait). If
+// nothing can show that work over (a lost device), Free returns an error
+// wrapping evpool.ErrNotReleased and p stays live and the caller's, to be
+// freed again later. Free(0) is a no-op; an unknown or already freed
+// pointer is an error wrapping driver.ErrInvalidPointer and changes
+// nothing.
 func (a *Allocator) Free(p driver.Ptr) error {
 	if p == 0 {
 		return nil
 	}
-	if a.closed.Load() {
-		return ErrClosed
+	err := a.free(p)
+	if err == nil && a.closed.Load() {
+		// After Close nothing caches: the block's segment goes back to
+		// the device once it holds no live block. Checked after the free,
+		// so a Free racing Close is covered whichever went first.
+		err = a.releaseAll()
 	}
+	return err
+}
+
+// free is Free's work: the block back to its free set, now or once its
+// streams' work is over.
+func (a *Allocator) free(p driver.Ptr) error {
 	a.mu.Lock()
 	b := a.ptrs.del(p)
 	if b == nil {
@@ -634,7 +649,7 @@ func (a *Allocator) Free(p driver.Ptr) error {
 		return fmt.Errorf("devalloc: free %v: not a live allocation of this allocator (unknown pointer or double free): %w", p, driver.ErrInvalidPointer)
 	}
 	uses := b.uses
-	b.uses = nil
+	b.uses = evpool.StreamSet{}
 	if b.seg == nil {
 		a.mu.Unlock()
 		return a.freePassthrough(b, uses)
@@ -643,77 +658,37 @@ func (a *Allocator) Free(p driver.Ptr) error {
 	if a.hist != nil {
 		a.hist.add(actFreeRequested, b.ptr, b.size, b.allocStream.ID())
 	}
-	streams := waitStreams(fs.stream, b.allocStream, uses)
-	if len(streams) == 0 {
+	if uses.Len() == 0 && evpool.SameStream(b.allocStream, fs.stream) {
+		// The common case: used only on its own stream, which runs in
+		// order, so the block is reusable at once.
 		a.freeLocked(fs, b)
 		a.mu.Unlock()
 		return nil
 	}
+	// Wait for the allocation stream (it differs from the owner after a
+	// cross-stream reuse) and the noted streams, never for the owner.
+	var wait evpool.StreamSet
+	wait.Add(b.allocStream)
+	wait.AddSet(uses)
+	wait.Remove(fs.stream)
 	a.markPendingLocked(fs, b, true)
 	a.mu.Unlock()
-	a.pending.Add(1)
-	err := a.def.Defer(streams, func(error) {
-		// A stream error means the work that used the block failed;
-		// the block is no longer in use either way.
+	err := a.def.Release(wait, func() {
 		a.mu.Lock()
 		a.freeLocked(fs, b)
 		a.mu.Unlock()
-		a.pending.Add(-1)
 	})
 	if err == nil {
 		return nil
 	}
-	a.pending.Add(-1)
-	// Recording an event failed: wait on the host instead.
-	var syncErr error
-	for _, st := range streams {
-		if e := st.Synchronize(); e != nil {
-			syncErr = errors.Join(syncErr, e)
-		}
-	}
+	// evpool.ErrNotReleased: nothing showed the streams' work over, so the
+	// block goes back to the caller exactly as it was.
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if syncErr == nil {
-		a.freeLocked(fs, b)
-		return nil
-	}
 	a.markPendingLocked(fs, b, false)
 	b.uses = uses
 	a.ptrs.put(p, b)
-	return fmt.Errorf("devalloc: free %v: cannot order reuse after streams %v: %w", p, streamIDs(streams), errors.Join(err, syncErr))
-}
-
-// waitStreams lists the streams a free must wait for: the noted streams and
-// the allocation stream, less the owner, without duplicates.
-func waitStreams(owner, alloc driver.Stream, uses []driver.Stream) []driver.Stream {
-	if len(uses) == 0 && alloc.ID() == owner.ID() {
-		return nil
-	}
-	var out []driver.Stream
-	add := func(s driver.Stream) {
-		if s.ID() == owner.ID() {
-			return
-		}
-		for _, o := range out {
-			if o.ID() == s.ID() {
-				return
-			}
-		}
-		out = append(out, s)
-	}
-	add(alloc)
-	for _, s := range uses {
-		add(s)
-	}
-	return out
-}
-
-func streamIDs(ss []driver.Stream) []uint64 {
-	ids := make([]uint64, len(ss))
-	for i, s := range ss {
-		ids[i] = s.ID()
-	}
-	return ids
+	return fmt.Errorf("devalloc: free %v: the block is still live and the caller's; free it again later: %w", p, err)
 }
 
 // markPendingLocked moves b between allocated and pending free (undo with
@@ -753,7 +728,7 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 	c.dec(stActiveBytes, pool, int64(b.size))
 	ptr, size, stream := b.ptr, b.size, b.allocStream
 	b.state = stateFree
-	b.uses = nil
+	b.uses = evpool.StreamSet{}
 	b.allocStream = nil
 	b.requested = 0
 	b.freedAt = a.clock.Load()
@@ -785,18 +760,17 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 
 // RecordStream notes that the block at p is used by work on s, so that a
 // later Free does not let the block be reused before the work queued on s
-// up to that Free has finished. It records nothing now. Noting the
-// allocation stream is a no-op; RecordStream(0, s) is a no-op. An unknown
+// up to that Free has finished. It records nothing now. A nil s is the
+// default stream. Noting the allocation stream is a no-op;
+// RecordStream(0, s) is a no-op. An unknown
 // pointer or a stream of another device is an error and changes nothing.
 func (a *Allocator) RecordStream(p driver.Ptr, s driver.Stream) error {
-	if err := a.checkStream(s, "record stream"); err != nil {
+	s, err := a.stream(s, "record stream")
+	if err != nil {
 		return err
 	}
 	if p == 0 {
 		return nil
-	}
-	if a.closed.Load() {
-		return ErrClosed
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -808,15 +782,9 @@ func (a *Allocator) RecordStream(p driver.Ptr, s driver.Stream) error {
 	if b.seg != nil {
 		owner = b.seg.set.stream
 	}
-	if s.ID() == owner.ID() {
-		return nil
+	if !evpool.SameStream(s, owner) {
+		b.uses.Add(s)
 	}
-	for _, u := range b.uses {
-		if u.ID() == s.ID() {
-			return nil
-		}
-	}
-	b.uses = append(b.uses, s)
 	return nil
 }
 
@@ -828,32 +796,25 @@ func (a *Allocator) RecordStream(p driver.Ptr, s driver.Stream) error {
 // keeps nothing for s: destroying s strands no cached memory, and a stream
 // created later starts with an empty cache as s would have.
 func (a *Allocator) HoldsStream(s driver.Stream) bool {
-	if s == nil || a.closed.Load() {
-		return false
-	}
+	s = driver.StreamOr(a.dev, s)
 	id := s.ID()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.lookupLocked(id, true) != nil || a.lookupLocked(id, false) != nil
 }
 
-// ProcessEvents returns to the cache every pending free whose streams have
-// finished, without blocking; Alloc does this on its own. It returns how
-// many blocks it returned.
-func (a *Allocator) ProcessEvents() int {
-	if a.closed.Load() {
-		return 0
-	}
+// Poll returns to the cache every pending free whose streams have
+// finished, without blocking (PyTorch's process_events); Alloc does this
+// on its own. It returns how many blocks it returned.
+func (a *Allocator) Poll() int {
 	return a.def.Poll()
 }
 
-// Synchronize waits for every pending free's streams and returns those
-// blocks to the cache (a host synchronisation, counted in
-// num_sync_all_streams). Errors of failed stream work are returned.
-func (a *Allocator) Synchronize() error {
-	if a.closed.Load() {
-		return ErrClosed
-	}
+// Drain waits for every pending free's streams and returns those blocks
+// to the cache (a host synchronisation, counted in num_sync_all_streams,
+// as PyTorch's synchronize_and_free_events). Errors of failed stream work
+// are returned.
+func (a *Allocator) Drain() error {
 	a.count(func(c *counters) { c.numSyncAllStreams++ })
 	return a.def.Drain()
 }
@@ -862,9 +823,6 @@ func (a *Allocator) Synchronize() error {
 // holds no live block (and, for expandable segments, every free whole page,
 // between live blocks too) back to the device. Live blocks are untouched.
 func (a *Allocator) EmptyCache() error {
-	if a.closed.Load() {
-		return ErrClosed
-	}
 	return a.releaseAll()
 }
 
@@ -1022,55 +980,24 @@ func (a *Allocator) orderAfter(s, giver driver.Stream) error {
 	return err
 }
 
-// Close releases all device memory the allocator holds, live blocks
-// included (pointers from it become invalid), and its events. Later calls
-// return ErrClosed. Close must not run concurrently with other methods.
+// Close refuses later Allocs with ErrClosed, waits for pending frees and
+// releases every cached segment and free page to the device, as
+// EmptyCache does, and destroys the allocator's idle events. Memory the
+// caller still holds stays valid: Close never frees under a live pointer.
+// Freeing it after Close returns it straight to the device (its segment
+// once no live block is left in it), waiting on the host for the streams
+// it was noted on, so nothing leaks either way. Close is idempotent (a
+// second call returns nil) and safe to call concurrently with every other
+// method; Free, RecordStream, Poll, Drain, EmptyCache and the read-only
+// methods keep working after it.
 func (a *Allocator) Close() error {
 	if a.closed.Swap(true) {
 		return nil
 	}
-	var errs []error
-	if err := a.def.Drain(); err != nil {
-		errs = append(errs, err)
-	}
-	var ss []driver.Stream
-	a.mu.Lock()
-	a.eachSetLocked(func(fs *freeSet) { ss = append(ss, fs.stream) })
-	a.mu.Unlock()
-	for _, s := range ss {
-		_ = s.Synchronize() // as in freeSegments; errors change nothing here
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.rel, a.emptyRanges = releaseIndex{gran: a.gran}, nil
-	for fs := a.setHead; fs != nil; fs = fs.nextSet {
-		for seg := range fs.segs {
-			if seg.exp != nil {
-				errs = append(errs, a.unmapAllLocked(seg))
-				continue
-			}
-			if err := a.dev.Free(seg.ptr); err != nil {
-				errs = append(errs, err)
-			}
-			a.unreserve(seg.size)
-		}
-		clear(fs.segs)
-		fs.exps = nil
-		fs.free = blockSet{}
-	}
-	if a.passthrough {
-		a.ptrs.all(func(p driver.Ptr, b *block) {
-			if err := a.dev.Free(p); err != nil {
-				errs = append(errs, err)
-			}
-			a.unreserve(b.size)
-		})
-	}
-	a.ptrs.clear()
-	if err := a.evs.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	err := a.releaseAll()
+	// Frees deferred from now on find the pool closed and wait on the
+	// host instead (evpool.Deferred.Release).
+	return errors.Join(err, a.evs.Close())
 }
 
 // SetLimit caps the bytes the allocator reserves from the device (0: no
@@ -1130,8 +1057,11 @@ func (a *Allocator) allocPassthrough(size uint64, s driver.Stream) (driver.Ptr, 
 
 // freePassthrough waits for the streams that used b (cudaFree synchronises
 // the device in the same way) and frees it.
-func (a *Allocator) freePassthrough(b *block, uses []driver.Stream) error {
-	for _, s := range append([]driver.Stream{b.allocStream}, uses...) {
+func (a *Allocator) freePassthrough(b *block, uses evpool.StreamSet) error {
+	var wait evpool.StreamSet
+	wait.Add(b.allocStream)
+	wait.AddSet(uses)
+	for _, s := range wait.Streams() {
 		if err := s.Synchronize(); err != nil {
 			return a.restore(b, uses, fmt.Errorf("devalloc: free %v: wait for stream %d: %w", b.ptr, s.ID(), err))
 		}
@@ -1159,7 +1089,7 @@ func (a *Allocator) freePassthrough(b *block, uses []driver.Stream) error {
 	return nil
 }
 
-func (a *Allocator) restore(b *block, uses []driver.Stream, err error) error {
+func (a *Allocator) restore(b *block, uses evpool.StreamSet, err error) error {
 	a.mu.Lock()
 	b.uses = uses
 	a.ptrs.put(b.ptr, b)

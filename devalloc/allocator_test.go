@@ -2,9 +2,14 @@ package devalloc
 
 import (
 	"errors"
+	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/accelkit/accelkit/driver"
 )
@@ -223,7 +228,6 @@ func TestZeroAndBadInput(t *testing.T) {
 		{"free unknown", a.Free(p + 1), driver.ErrInvalidPointer},
 		{"record unknown", a.RecordStream(p+512, s), driver.ErrInvalidPointer},
 		{"alloc absurd", errOf(a.Alloc(1<<60, s)), driver.ErrInvalidValue},
-		{"alloc nil stream", errOf(a.Alloc(1, nil)), driver.ErrInvalidValue},
 		{"alloc other device", errOf(a.Alloc(1, other)), driver.ErrInvalidValue},
 		{"record other device", a.RecordStream(p, other), driver.ErrInvalidValue},
 	} {
@@ -245,6 +249,51 @@ func TestZeroAndBadInput(t *testing.T) {
 }
 
 func errOf(_ driver.Ptr, err error) error { return err }
+
+// TestNilIsTheDefaultStream: a nil stream is the device's default stream,
+// as NULL is in CUDA: a block freed on the default stream is reused by an
+// Alloc on nil, and RecordStream(p, nil) notes the default stream.
+func TestNilIsTheDefaultStream(t *testing.T) {
+	dev, h := openDev(t, "")
+	a := newAlloc(t, dev, "")
+	p := mustAlloc(t, a, 4*kib, dev.DefaultStream())
+	mustFree(t, a, p)
+	q, err := a.Alloc(4*kib, nil)
+	if err != nil || q != p {
+		t.Fatalf("Alloc(4 KiB, nil) = %v, %v; want the default stream's cached block %v", q, err, p)
+	}
+	if !a.HoldsStream(nil) {
+		t.Fatal("HoldsStream(nil) = false; it asks about the default stream, which holds a segment")
+	}
+
+	// Noting nil on a block of another stream makes its free wait for the
+	// default stream.
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Destroy() })
+	r := mustAlloc(t, a, 4*kib, s)
+	if err := a.RecordStream(r, nil); err != nil {
+		t.Fatal(err)
+	}
+	open, err := h.Gate(dev.DefaultStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustFree(t, a, r)
+	if a.Poll(); a.Stats().Active.All().Current != 2 {
+		t.Fatalf("active blocks = %d, want 2: r must stay pending while the default stream is gated", a.Stats().Active.All().Current)
+	}
+	open()
+	if err := a.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Stats().Active.All().Current; got != 1 {
+		t.Fatalf("active blocks after Drain = %d, want 1", got)
+	}
+	mustFree(t, a, q)
+}
 
 func otherDeviceStream(t *testing.T) driver.Stream {
 	d2, _ := openDev(t, "")
@@ -578,21 +627,173 @@ func TestCachingReusesSegments(t *testing.T) {
 	}
 }
 
+// TestClosed: Close releases what is cached and keeps what the caller
+// holds; Free after Close returns memory straight to the device, waiting
+// on the host for noted streams; nothing leaks.
 func TestClosed(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, h := openDev(t, "")
 	s := dev.DefaultStream()
-	a := newAlloc(t, dev, "")
+	freeBefore, _, err := dev.MemInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(dev, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := mustAlloc(t, a, 1*mib, s)
+	cached := mustAlloc(t, a, 30*mib, s) // a segment of its own, cached below
+	mustFree(t, a, cached)
+	user, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { user.Destroy() })
+	q := mustAlloc(t, a, 4*kib, s)
+	if err := a.RecordStream(q, user); err != nil {
+		t.Fatal(err)
+	}
+	want := []byte("still valid after Close")
+	if err := dev.CopyHtoDSync(p, want); err != nil {
+		t.Fatal(err)
+	}
+
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Alloc(1, s); !errors.Is(err, driver.ErrClosed) {
-		t.Errorf("Alloc after Close: %v", err)
+	if st := a.Stats(); st.ReservedBytes.All().Current != 2*mib {
+		t.Errorf("reserved after Close = %d, want 2 MiB: the cached 30 MiB segment goes, the one under live blocks stays", st.ReservedBytes.All().Current)
 	}
-	if err := a.Free(p); !errors.Is(err, driver.ErrClosed) {
+	got := make([]byte, len(want))
+	if err := dev.CopyDtoHSync(got, p); err != nil || string(got) != string(want) {
+		t.Fatalf("live block after Close reads %q, %v; want %q", got, err, want)
+	}
+	if _, err := a.Alloc(1, s); !errors.Is(err, ErrClosed) || !errors.Is(err, driver.ErrClosed) {
+		t.Errorf("Alloc after Close: %v, want ErrClosed wrapping driver.ErrClosed", err)
+	}
+	if err := a.Free(p); err != nil {
 		t.Errorf("Free after Close: %v", err)
 	}
-	if sd := a.Close(); sd != nil {
-		t.Errorf("second Close: %v", sd)
+
+	// q was noted on user: its free after Close waits on the host for the
+	// work queued there.
+	open, err := h.Gate(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opened atomic.Bool
+	go func() {
+		time.Sleep(10 * time.Millisecond) // gives an early release the chance to show
+		opened.Store(true)
+		open()
+	}()
+	if err := a.Free(q); err != nil {
+		t.Fatalf("Free after Close of a block noted on a gated stream: %v", err)
+	}
+	if !opened.Load() {
+		t.Fatal("Free after Close returned before the noted stream's work ended")
+	}
+	if freeAfter, _, _ := dev.MemInfo(); freeAfter != freeBefore {
+		t.Errorf("device free memory %d after freeing everything, want %d: something leaked", freeAfter, freeBefore)
+	}
+	if st := a.Stats(); st.ReservedBytes.All().Current != 0 || st.Active.All().Current != 0 {
+		t.Errorf("after the last Free: reserved %d, active %d; want 0, 0", st.ReservedBytes.All().Current, st.Active.All().Current)
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestCloseConcurrent closes while goroutines allocate, note streams, free
+// and poll: every call returns nil or ErrClosed, and once every block is
+// freed the device has all its memory back.
+func TestCloseConcurrent(t *testing.T) {
+	for _, conf := range []string{"", "expandable_segments:true"} {
+		t.Run("conf="+conf, func(t *testing.T) {
+			dev, _ := openDev(t, "")
+			freeBefore, _, _ := dev.MemInfo()
+			a := newAlloc(t, dev, conf)
+			streams := make([]driver.Stream, 3)
+			for i := range streams {
+				st, err := dev.NewStream()
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Destroy() })
+				streams[i] = st
+			}
+			var (
+				wg       sync.WaitGroup
+				start    = make(chan struct{})
+				ops      atomic.Int64 // loop iterations so far, over all workers
+				afterOps atomic.Int64 // iterations that saw the allocator closed
+			)
+			for w := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					r := rand.New(rand.NewPCG(uint64(w), 3))
+					var live []driver.Ptr
+					for i := range 300 {
+						ops.Add(1)
+						st := streams[r.IntN(len(streams))]
+						p, err := a.Alloc(uint64(512+r.IntN(3*mib)), st)
+						switch {
+						case err == nil:
+							live = append(live, p)
+							if r.IntN(3) == 0 {
+								if err := a.RecordStream(p, streams[r.IntN(len(streams))]); err != nil {
+									t.Errorf("RecordStream: %v", err)
+								}
+							}
+						case errors.Is(err, ErrClosed):
+							afterOps.Add(1)
+						default:
+							t.Errorf("Alloc: %v", err)
+						}
+						if len(live) > 4 || i%7 == 0 && len(live) > 0 {
+							if err := a.Free(live[0]); err != nil {
+								t.Errorf("Free: %v", err)
+							}
+							live = live[1:]
+						}
+						if i%11 == 0 {
+							a.Poll()
+						}
+					}
+					for _, p := range live {
+						if err := a.Free(p); err != nil {
+							t.Errorf("Free: %v", err)
+						}
+					}
+				}()
+			}
+			close(start)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ops.Load() < 400 { // close mid-run, with blocks live, cached and pending
+					runtime.Gosched()
+				}
+				if err := a.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			}()
+			wg.Wait()
+			if err := a.Close(); err != nil {
+				t.Errorf("second Close: %v", err)
+			}
+			if afterOps.Load() == 0 {
+				t.Log("no Alloc ran after Close this time (the workers finished first)")
+			}
+			if st := a.Stats(); st.Active.All().Current != 0 || st.ReservedBytes.All().Current != 0 {
+				t.Errorf("after Close and every Free: active %d, reserved %d; want 0, 0",
+					st.Active.All().Current, st.ReservedBytes.All().Current)
+			}
+			if freeAfter, _, _ := dev.MemInfo(); freeAfter != freeBefore {
+				t.Errorf("device free memory %d, want %d: something leaked", freeAfter, freeBefore)
+			}
+		})
 	}
 }

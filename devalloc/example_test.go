@@ -52,7 +52,7 @@ func ExampleAllocator_RecordStream() {
 	_ = dev.Memset(p, 0, 4096, copier) // p is also used on copier
 	_ = a.RecordStream(p, copier)
 	_ = a.Free(p) // reusable once copier's queued work is done
-	_ = a.Synchronize()
+	_ = a.Drain()
 	q, _ := a.Alloc(4096, compute)
 	fmt.Println(q == p)
 	// Output: true

@@ -381,31 +381,3 @@ func (a *Allocator) unmapFreeLocked(fs *freeSet, b *block) (*block, error) {
 	}
 	return b.next, errors.Join(errs...)
 }
-
-// unmapAllLocked tears down an expandable range whatever its blocks (Close).
-func (a *Allocator) unmapAllLocked(seg *segment) error {
-	var errs []error
-	for b := seg.head; b != nil; {
-		if b.state == stateUnmapped {
-			b = b.next
-			continue
-		}
-		start, n := b.ptr, uint64(0)
-		for ; b != nil && b.state != stateUnmapped; b = b.next {
-			n += b.size
-		}
-		if err := a.vmm.MemUnmap(start, n); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, h := range seg.exp.pages {
-		if err := a.vmm.MemRelease(h); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	a.unreserve(seg.exp.mapped)
-	if err := a.vmm.AddressFree(seg.ptr, seg.exp.va); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}

@@ -70,7 +70,7 @@ func FuzzOps(f *testing.F) {
 				}
 				noFreeWholePages(t, a)
 			case 7:
-				a.ProcessEvents()
+				a.Poll()
 				consistent(t, a.Snapshot())
 				checkIndexes(t, a)
 			}

@@ -135,7 +135,7 @@ func TestIndexesFollowRandomOps(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if err := a.Synchronize(); err != nil {
+				if err := a.Drain(); err != nil {
 					t.Fatal(err)
 				}
 				if op%7 == 0 {

@@ -2,9 +2,12 @@ package devalloc
 
 import (
 	"bytes"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/evpool"
 )
 
 func gate(t *testing.T, dev driver.Device, s driver.Stream) func() {
@@ -43,7 +46,7 @@ func TestRecordStreamDefersReuse(t *testing.T) {
 	if q == p {
 		t.Fatalf("block reused while the gated work that writes it is still queued")
 	}
-	if a.ProcessEvents() != 0 {
+	if a.Poll() != 0 {
 		t.Fatalf("pending free completed before the gate opened")
 	}
 	open()
@@ -51,7 +54,7 @@ func TestRecordStreamDefersReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The Memset ran; the event after it completes in order.
-	if err := a.Synchronize(); err != nil {
+	if err := a.Drain(); err != nil {
 		t.Fatal(err)
 	}
 	r := mustAlloc(t, a, 64*kib, owner)
@@ -85,7 +88,7 @@ func TestRecordStreamEventAtFree(t *testing.T) {
 	}
 	mustFree(t, a, p)
 	gate(t, dev, user) // queued after the free's event: must not matter
-	if err := a.Synchronize(); err != nil {
+	if err := a.Drain(); err != nil {
 		t.Fatal(err)
 	}
 	if q := mustAlloc(t, a, 4*kib, owner); q != p {
@@ -166,7 +169,7 @@ func TestCrossStreamReuse(t *testing.T) {
 		t.Errorf("block freed by the taker: state %q, want %q", got, StateActivePendingFree)
 	}
 	open2()
-	if err := a.Synchronize(); err != nil {
+	if err := a.Drain(); err != nil {
 		t.Fatal(err)
 	}
 	if r := mustAlloc(t, a, 64*kib, giver); r != p {
@@ -185,4 +188,74 @@ func stateOf(snap *Snapshot, p driver.Ptr) string {
 		}
 	}
 	return ""
+}
+
+// TestFreeWhenNoEventCanBeRecorded: a cross-stream Free whose event cannot
+// be recorded waits on the host for the noted stream's work, so the block
+// is never reused before that work has run; when not even a wait can show
+// the work over (a lost device), the block stays live and the caller's.
+func TestFreeWhenNoEventCanBeRecorded(t *testing.T) {
+	t.Run("host wait", func(t *testing.T) {
+		dev, h := openDev(t, "")
+		ss := streams(t, dev, 2)
+		owner, user := ss[0], ss[1]
+		a := newAlloc(t, dev, "")
+		p := mustAlloc(t, a, 64*kib, owner)
+		open := gate(t, dev, user)
+		if err := dev.Memset(p, 0xCD, 64*kib, user); err != nil { // held by the gate
+			t.Fatal(err)
+		}
+		if err := a.RecordStream(p, user); err != nil {
+			t.Fatal(err)
+		}
+		h.SetFaultRate(1, 1) // every event record fails
+		go func() {
+			time.Sleep(10 * time.Millisecond) // gives an early reuse the chance to show
+			open()
+		}()
+		mustFree(t, a, p) // returns once the gated Memset has run
+		h.SetFaultRate(0, 0)
+		q := mustAlloc(t, a, 64*kib, owner)
+		if q != p {
+			t.Fatalf("after the host wait, Alloc gave %v, want the freed block %v", q, p)
+		}
+		buf := make([]byte, 16)
+		if err := dev.CopyDtoHSync(buf, q); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(buf, bytes.Repeat([]byte{0xCD}, 16)) {
+			t.Errorf("gated work's bytes %x missing: the block was reused before it ran", buf)
+		}
+		mustFree(t, a, q)
+	})
+	t.Run("not released", func(t *testing.T) {
+		dev, h := openDev(t, "")
+		ss := streams(t, dev, 2)
+		owner, user := ss[0], ss[1]
+		a := newAlloc(t, dev, "")
+		p := mustAlloc(t, a, 64*kib, owner)
+		if err := a.RecordStream(p, user); err != nil {
+			t.Fatal(err)
+		}
+		before := a.Stats()
+		h.LoseDevice()
+		for range 2 { // a second Free finds the block live again and fails the same way
+			err := a.Free(p)
+			if !errors.Is(err, evpool.ErrNotReleased) || !errors.Is(err, driver.ErrDeviceLost) {
+				t.Fatalf("Free on a lost device = %v, want evpool.ErrNotReleased wrapping driver.ErrDeviceLost", err)
+			}
+		}
+		after := a.Stats()
+		if after.Active.All().Current != before.Active.All().Current ||
+			after.AllocatedBytes.All().Current != before.AllocatedBytes.All().Current {
+			t.Errorf("a Free that released nothing changed the counts: active %d -> %d", before.Active.All().Current, after.Active.All().Current)
+		}
+		snap := a.Snapshot()
+		if got := stateOf(snap, p); got != StateActiveAllocated {
+			t.Errorf("block state %q after a refused Free, want %q", got, StateActiveAllocated)
+		}
+		if err := a.RecordStream(p, user); err != nil {
+			t.Errorf("RecordStream on the handed-back block: %v (it must still be live)", err)
+		}
+	})
 }

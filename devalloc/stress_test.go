@@ -171,7 +171,7 @@ func runStress(t *testing.T, o stressOpts) (*Allocator, driver.Device) {
 
 func checkDrained(t *testing.T, a *Allocator) {
 	t.Helper()
-	if err := a.Synchronize(); err != nil {
+	if err := a.Drain(); err != nil {
 		t.Fatalf("Synchronize: %v", err)
 	}
 	st := a.Stats()
