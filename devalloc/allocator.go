@@ -131,7 +131,7 @@ type block struct {
 	ptr         driver.Ptr
 	size        uint64
 	requested   uint64
-	seg         *segment // nil for passthrough allocations
+	seg         *segment
 	prev, next  *block
 	state       blockState
 	allocStream driver.Stream
@@ -212,7 +212,6 @@ func (fs *freeSet) recycle(b *block) {
 type Allocator struct {
 	dev         driver.Device
 	cfg         Config
-	passthrough bool
 	vmm         driver.VMM // non-nil when expandable segments are in use
 	gran        uint64
 	expFallback bool // expandable segments asked for, device lacks VMM
@@ -258,6 +257,9 @@ func New(dev driver.Device, cfg Config) (*Allocator, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Backend == BackendPassthrough {
+		return nil, fmt.Errorf("%w: backend passthrough: New builds the caching allocator; use Open, which returns a Passthrough for it, or NewPassthrough", ErrConfig)
+	}
 	_, total, err := dev.MemInfo()
 	if err != nil {
 		return nil, fmt.Errorf("devalloc: device %d: meminfo: %w", dev.Ordinal(), err)
@@ -265,7 +267,6 @@ func New(dev driver.Device, cfg Config) (*Allocator, error) {
 	a := &Allocator{
 		dev:         dev,
 		cfg:         cfg,
-		passthrough: cfg.Backend == BackendPassthrough,
 		maxSplit:    cfg.MaxSplitSize,
 		maxNonSplit: cfg.MaxNonSplitRounding,
 		total:       total,
@@ -273,7 +274,7 @@ func New(dev driver.Device, cfg Config) (*Allocator, error) {
 	if a.maxNonSplit == 0 {
 		a.maxNonSplit = kLargeBuffer
 	}
-	if cfg.ExpandableSegments && !a.passthrough {
+	if cfg.ExpandableSegments {
 		if v, ok := driver.AsVMM(dev); ok && v.Granularity() > 0 && v.Granularity()&(v.Granularity()-1) == 0 {
 			a.vmm, a.gran = v, v.Granularity()
 		} else {
@@ -389,9 +390,6 @@ func (a *Allocator) Alloc(size uint64, s driver.Stream) (driver.Ptr, error) {
 	}
 	if a.closed.Load() {
 		return 0, ErrClosed
-	}
-	if a.passthrough {
-		return a.allocPassthrough(size, s)
 	}
 	if a.def.Pending() > 0 { // one atomic load when nothing is deferred
 		a.def.Poll()
@@ -578,7 +576,7 @@ func (a *Allocator) growLocked(fs *freeSet, rsize, size uint64, s driver.Stream)
 		d.oversizeSeg = 1
 	}
 	d.deviceAllocs = 1
-	a.apply(&d)
+	a.applyLocked(&d)
 	if a.hist != nil {
 		a.hist.add(actSegmentAlloc, p, segSize, fs.stream.ID())
 	}
@@ -650,10 +648,6 @@ func (a *Allocator) free(p driver.Ptr) error {
 	}
 	uses := b.uses
 	b.uses = evpool.StreamSet{}
-	if b.seg == nil {
-		a.mu.Unlock()
-		return a.freePassthrough(b, uses)
-	}
 	fs := b.seg.set
 	if a.hist != nil {
 		a.hist.add(actFreeRequested, b.ptr, b.size, b.allocStream.ID())
@@ -709,7 +703,7 @@ func (a *Allocator) markPendingLocked(fs *freeSet, b *block, pending bool) {
 	if a.maxSplit != 0 && b.size >= a.maxSplit {
 		d.oversizeAlloc = sign
 	}
-	a.apply(&d)
+	a.applyLocked(&d)
 }
 
 // freeLocked returns an allocated or pending block to the free set, merging
@@ -1024,75 +1018,4 @@ func (a *Allocator) LastOOM() string {
 		return *p
 	}
 	return ""
-}
-
-func (a *Allocator) allocPassthrough(size uint64, s driver.Stream) (driver.Ptr, error) {
-	p, err := a.deviceMalloc(size)
-	if err != nil {
-		if errors.Is(err, driver.ErrOutOfMemory) {
-			return 0, a.oom(size, size, s, err)
-		}
-		return 0, fmt.Errorf("devalloc: alloc %d bytes on stream %d: %w", size, s.ID(), err)
-	}
-	b := &block{ptr: p, size: size, requested: size, state: stateAllocated, allocStream: s}
-	var d delta
-	d.pool = poolIdx(size <= kSmallSize)
-	for _, k := range []int{stAllocation, stSegment, stActive} {
-		d.add(k, 1)
-	}
-	for _, k := range []int{stAllocatedBytes, stReservedBytes, stActiveBytes, stRequestedBytes} {
-		d.add(k, int64(size))
-	}
-	d.deviceAllocs, d.allocs, d.largest = 1, 1, size
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.ptrs.put(p, b)
-	a.apply(&d)
-	if a.hist != nil {
-		a.hist.add(actSegmentAlloc, p, size, s.ID())
-		a.hist.add(actAlloc, p, size, s.ID())
-	}
-	return p, nil
-}
-
-// freePassthrough waits for the streams that used b (cudaFree synchronises
-// the device in the same way) and frees it.
-func (a *Allocator) freePassthrough(b *block, uses evpool.StreamSet) error {
-	var wait evpool.StreamSet
-	wait.Add(b.allocStream)
-	wait.AddSet(uses)
-	for _, s := range wait.Streams() {
-		if err := s.Synchronize(); err != nil {
-			return a.restore(b, uses, fmt.Errorf("devalloc: free %v: wait for stream %d: %w", b.ptr, s.ID(), err))
-		}
-	}
-	if err := a.dev.Free(b.ptr); err != nil {
-		return a.restore(b, uses, fmt.Errorf("devalloc: free %v: %w", b.ptr, err))
-	}
-	a.unreserve(b.size)
-	var d delta
-	d.pool = poolIdx(b.size <= kSmallSize)
-	for _, k := range []int{stAllocation, stSegment, stActive} {
-		d.add(k, -1)
-	}
-	for _, k := range []int{stAllocatedBytes, stReservedBytes, stActiveBytes, stRequestedBytes} {
-		d.add(k, -int64(b.size))
-	}
-	d.deviceFrees = 1
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.apply(&d)
-	if a.hist != nil {
-		a.hist.add(actFreeRequested, b.ptr, b.size, b.allocStream.ID())
-		a.hist.add(actSegmentFree, b.ptr, b.size, b.allocStream.ID())
-	}
-	return nil
-}
-
-func (a *Allocator) restore(b *block, uses evpool.StreamSet, err error) error {
-	a.mu.Lock()
-	b.uses = uses
-	a.ptrs.put(b.ptr, b)
-	a.mu.Unlock()
-	return err
 }

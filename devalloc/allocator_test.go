@@ -603,7 +603,14 @@ func TestExpandableFallback(t *testing.T) {
 func TestPassthrough(t *testing.T) {
 	dev, _ := openDev(t, "")
 	s := dev.DefaultStream()
-	a := newAlloc(t, dev, "backend:passthrough")
+	a := newResource(t, dev, "backend:passthrough")
+	if _, ok := a.(*Passthrough); !ok {
+		t.Fatalf("Open with backend:passthrough = %T, want *Passthrough", a)
+	}
+	cfg, _ := ParseConfig("backend:passthrough")
+	if _, err := New(dev, cfg); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "use Open") {
+		t.Errorf("New with backend:passthrough = %v, want ErrConfig pointing to Open", err)
+	}
 	for range 3 {
 		p := mustAlloc(t, a, 4*kib, s)
 		mustFree(t, a, p)

@@ -153,7 +153,7 @@ func BenchmarkChurn(b *testing.B) {
 			for w := range sizes {
 				sizes[w] = benchSizes(1024, uint64(w))
 			}
-			run := func(a *devalloc.Allocator, n int) time.Duration {
+			run := func(a devalloc.Resource, n int) time.Duration {
 				t0 := time.Now()
 				var wg sync.WaitGroup
 				for w := range g {
@@ -184,9 +184,9 @@ func BenchmarkChurn(b *testing.B) {
 				wg.Wait()
 				return time.Since(t0)
 			}
-			newAlloc := func(conf string) *devalloc.Allocator {
+			newAlloc := func(conf string) devalloc.Resource {
 				cfg, _ := devalloc.ParseConfig(conf)
-				a, err := devalloc.New(dev, cfg)
+				a, err := devalloc.Open(dev, cfg)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -27,11 +27,96 @@ import (
 	"github.com/accelkit/accelkit/driver"
 )
 
+// expandable is one expandable range: the address space reserved, the
+// physical pages mapped into it and its holes (the unmapped blocks). It
+// owns every VMM call made on the range: reserve, map, unmap, free. The
+// allocator keeps the blocks that tile the range and the counters, and
+// calls these methods with a.mu held.
 type expandable struct {
+	vmm    driver.VMM
+	gran   uint64                      // the VMM page
+	base   driver.Ptr                  // start of the reserved address space
 	va     uint64                      // bytes of address space reserved
 	mapped uint64                      // bytes mapped
 	pages  map[uint64]driver.MemHandle // page index -> its physical memory
 	holes  []*block                    // the unmapped blocks, by address
+}
+
+// reserveRange reserves va bytes of address space for a new range.
+func reserveRange(vmm driver.VMM, gran, va uint64) (*expandable, error) {
+	base, err := vmm.AddressReserve(va, 0)
+	if err != nil {
+		return nil, fmt.Errorf("devalloc: reserve %s of address space: %w", formatBytes(va), err)
+	}
+	return &expandable{vmm: vmm, gran: gran, base: base, va: va, pages: map[uint64]driver.MemHandle{}}, nil
+}
+
+// mapPages backs [p, p+n) of the range (whole pages, unmapped) with new
+// physical pages: one MemCreate and MemMap per page, then one SetAccess
+// for the lot, since SetAccess dominates the cost on CUDA. On error
+// nothing is mapped and the error is returned.
+func (e *expandable) mapPages(p driver.Ptr, n uint64) error {
+	pages := int(n / e.gran)
+	handles := make([]driver.MemHandle, 0, pages)
+	undo := func(err error) error {
+		// Best-effort cleanup after err, which is what the caller gets;
+		// a failure here leaves nothing better to do.
+		if len(handles) > 0 {
+			_ = e.vmm.MemUnmap(p, uint64(len(handles))*e.gran)
+		}
+		for _, mh := range handles {
+			_ = e.vmm.MemRelease(mh)
+		}
+		return err
+	}
+	for i := range pages {
+		mh, err := e.vmm.MemCreate(e.gran)
+		if err != nil {
+			return undo(err)
+		}
+		if err := e.vmm.MemMap(p+driver.Ptr(uint64(i)*e.gran), e.gran, 0, mh); err != nil {
+			_ = e.vmm.MemRelease(mh) // unmapped handle; best effort, err is what matters
+			return undo(err)
+		}
+		handles = append(handles, mh)
+	}
+	if err := e.vmm.SetAccess(p, n); err != nil {
+		return undo(err)
+	}
+	first := uint64(p-e.base) / e.gran
+	for i, mh := range handles {
+		e.pages[first+uint64(i)] = mh
+	}
+	e.mapped += n
+	return nil
+}
+
+// unmapPages unmaps [p, p+n) of the range (whole pages, mapped) and
+// releases their physical memory. unmapped is false when the unmap failed
+// and nothing changed; release failures come with unmapped true, the
+// pages unmapped either way.
+func (e *expandable) unmapPages(p driver.Ptr, n uint64) (unmapped bool, err error) {
+	if err := e.vmm.MemUnmap(p, n); err != nil {
+		return false, fmt.Errorf("devalloc: unmap %s at %v of an expandable range: %w", formatBytes(n), p, err)
+	}
+	var errs []error
+	first := uint64(p-e.base) / e.gran
+	for i := first; i < first+n/e.gran; i++ {
+		if err := e.vmm.MemRelease(e.pages[i]); err != nil {
+			errs = append(errs, err)
+		}
+		delete(e.pages, i)
+	}
+	e.mapped -= n
+	return true, errors.Join(errs...)
+}
+
+// free returns the range's address space; nothing may be mapped in it.
+func (e *expandable) free() error {
+	if err := e.vmm.AddressFree(e.base, e.va); err != nil {
+		return fmt.Errorf("devalloc: free expandable address range: %w", err)
+	}
+	return nil
 }
 
 func (e *expandable) holeIndex(b *block) (int, bool) {
@@ -158,11 +243,12 @@ func (a *Allocator) growExpandableLocked(fs *freeSet, rsize, size uint64, s driv
 // held.
 func (a *Allocator) newRangeLocked(fs *freeSet) (*segment, error) {
 	va := a.vaSize()
-	base, err := a.vmm.AddressReserve(va, 0)
+	e, err := reserveRange(a.vmm, a.gran, va)
 	if err != nil {
-		return nil, fmt.Errorf("devalloc: reserve %s of address space: %w", formatBytes(va), err)
+		return nil, err
 	}
-	seg := &segment{ptr: base, size: va, set: fs, exp: &expandable{va: va, pages: map[uint64]driver.MemHandle{}}}
+	base := e.base
+	seg := &segment{ptr: base, size: va, set: fs, exp: e}
 	hole := fs.newBlock()
 	*hole = block{ptr: base, size: va, seg: seg, state: stateUnmapped}
 	seg.head, seg.tail = hole, hole
@@ -173,7 +259,7 @@ func (a *Allocator) newRangeLocked(fs *freeSet) (*segment, error) {
 	var d delta
 	d.pool = poolIdx(fs.small)
 	d.add(stSegment, 1)
-	a.apply(&d)
+	a.applyLocked(&d)
 	return seg, nil
 }
 
@@ -206,39 +292,10 @@ func (a *Allocator) mapHoleLocked(fs *freeSet, h *block, n uint64) (*block, erro
 	if !a.reserve(n) {
 		return nil, fmt.Errorf("%w: %w", errLimit, driver.ErrOutOfMemory)
 	}
-	pages := int(n / a.gran)
-	handles := make([]driver.MemHandle, 0, pages)
-	undo := func(err error) (*block, error) {
-		// Best-effort cleanup after err, which is what the caller gets;
-		// a failure here leaves nothing better to do.
-		if len(handles) > 0 {
-			_ = a.vmm.MemUnmap(h.ptr, uint64(len(handles))*a.gran)
-		}
-		for _, mh := range handles {
-			_ = a.vmm.MemRelease(mh)
-		}
+	if err := seg.exp.mapPages(h.ptr, n); err != nil {
 		a.unreserve(n)
 		return nil, err
 	}
-	for i := 0; i < pages; i++ {
-		mh, err := a.vmm.MemCreate(a.gran)
-		if err != nil {
-			return undo(err)
-		}
-		if err := a.vmm.MemMap(h.ptr+driver.Ptr(uint64(i)*a.gran), a.gran, 0, mh); err != nil {
-			_ = a.vmm.MemRelease(mh) // unmapped handle; best effort, err is what matters
-			return undo(err)
-		}
-		handles = append(handles, mh)
-	}
-	if err := a.vmm.SetAccess(h.ptr, n); err != nil {
-		return undo(err)
-	}
-	first := uint64(h.ptr-seg.ptr) / a.gran
-	for i, mh := range handles {
-		seg.exp.pages[first+uint64(i)] = mh
-	}
-	seg.exp.mapped += n
 	a.setRangeEmptyLocked(seg, false)
 	seg.exp.removeHole(h)
 	if n < h.size {
@@ -261,10 +318,10 @@ func (a *Allocator) mapHoleLocked(fs *freeSet, h *block, n uint64) (*block, erro
 	var d delta
 	d.pool = poolIdx(fs.small)
 	d.add(stReservedBytes, int64(n))
-	d.deviceAllocs = int64(pages)
-	a.apply(&d)
+	d.deviceAllocs = int64(n / a.gran)
+	a.applyLocked(&d)
 	if a.hist != nil {
-		a.hist.add(actSegmentMap, seg.ptr+driver.Ptr(first*a.gran), n, fs.stream.ID())
+		a.hist.add(actSegmentMap, h.ptr, n, fs.stream.ID())
 	}
 	return h, nil
 }
@@ -307,8 +364,8 @@ func (a *Allocator) shrinkLocked() error {
 	for seg := range a.emptyRanges {
 		a.visits++
 		fs := seg.set
-		if err := a.vmm.AddressFree(seg.ptr, seg.exp.va); err != nil {
-			errs = append(errs, fmt.Errorf("devalloc: free expandable address range: %w", err))
+		if err := seg.exp.free(); err != nil {
+			errs = append(errs, err)
 			continue
 		}
 		delete(a.emptyRanges, seg)
@@ -317,7 +374,7 @@ func (a *Allocator) shrinkLocked() error {
 		var d delta
 		d.pool = poolIdx(fs.small)
 		d.add(stSegment, -1)
-		a.apply(&d)
+		a.applyLocked(&d)
 		a.dropIfEmptyLocked(fs)
 	}
 	return errors.Join(errs...)
@@ -336,15 +393,9 @@ func (a *Allocator) unmapFreeLocked(fs *freeSet, b *block) (*block, error) {
 		return b.next, nil
 	}
 	n := end - begin
-	if err := a.vmm.MemUnmap(seg.ptr+driver.Ptr(begin), n); err != nil {
-		return b.next, fmt.Errorf("devalloc: unmap %s at %v of an expandable range: %w", formatBytes(n), seg.ptr+driver.Ptr(begin), err)
-	}
-	var errs []error
-	for i := begin / a.gran; i < end/a.gran; i++ {
-		if err := a.vmm.MemRelease(seg.exp.pages[i]); err != nil {
-			errs = append(errs, err)
-		}
-		delete(seg.exp.pages, i)
+	unmapped, releaseErr := seg.exp.unmapPages(seg.ptr+driver.Ptr(begin), n)
+	if !unmapped {
+		return b.next, releaseErr
 	}
 	fs.free.remove(b)
 	if begin > off {
@@ -368,16 +419,15 @@ func (a *Allocator) unmapFreeLocked(fs *freeSet, b *block) (*block, error) {
 		}
 	}
 	seg.exp.addHole(b)
-	seg.exp.mapped -= n
 	a.setRangeEmptyLocked(seg, seg.exp.mapped == 0)
 	a.unreserve(n)
 	var d delta
 	d.pool = poolIdx(fs.small)
 	d.add(stReservedBytes, -int64(n))
 	d.deviceFrees = int64(n / a.gran)
-	a.apply(&d)
+	a.applyLocked(&d)
 	if a.hist != nil {
 		a.hist.add(actSegmentUnmap, seg.ptr+driver.Ptr(begin), n, fs.stream.ID())
 	}
-	return b.next, errors.Join(errs...)
+	return b.next, releaseErr
 }

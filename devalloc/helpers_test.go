@@ -38,6 +38,22 @@ func newAlloc(t testing.TB, dev driver.Device, conf string) *Allocator {
 	return a
 }
 
+// newResource opens the resource conf's backend names (Open), closed at
+// cleanup.
+func newResource(t testing.TB, dev driver.Device, conf string) Resource {
+	t.Helper()
+	cfg, err := ParseConfig(conf)
+	if err != nil {
+		t.Fatalf("ParseConfig(%q): %v", conf, err)
+	}
+	r, err := Open(dev, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
 func streams(t testing.TB, dev driver.Device, n int) []driver.Stream {
 	t.Helper()
 	out := make([]driver.Stream, n)
@@ -51,7 +67,7 @@ func streams(t testing.TB, dev driver.Device, n int) []driver.Stream {
 	return out
 }
 
-func mustAlloc(t testing.TB, a *Allocator, size uint64, s driver.Stream) driver.Ptr {
+func mustAlloc(t testing.TB, a Resource, size uint64, s driver.Stream) driver.Ptr {
 	t.Helper()
 	p, err := a.Alloc(size, s)
 	if err != nil {
@@ -60,7 +76,7 @@ func mustAlloc(t testing.TB, a *Allocator, size uint64, s driver.Stream) driver.
 	return p
 }
 
-func mustFree(t testing.TB, a *Allocator, p driver.Ptr) {
+func mustFree(t testing.TB, a Resource, p driver.Ptr) {
 	t.Helper()
 	if err := a.Free(p); err != nil {
 		t.Fatalf("Free(%v): %v", p, err)

@@ -88,9 +88,6 @@ func (a *Allocator) oom(size, rsize uint64, s driver.Stream, cause error) error 
 func (a *Allocator) advice(e *OOMError) string {
 	unalloc := e.Reserved - min(e.Allocated, e.Reserved)
 	var tips []string
-	if a.passthrough {
-		return "the passthrough backend caches nothing: free live allocations or use a smaller request"
-	}
 	if unalloc >= e.Rounded || unalloc > e.Reserved/4 {
 		// Enough memory is reserved but split among blocks that do not fit:
 		// fragmentation.

@@ -143,8 +143,8 @@ func TestHoldsStream(t *testing.T) {
 	for _, conf := range []string{"", "expandable_segments:true", "backend:passthrough"} {
 		t.Run("conf="+conf, func(t *testing.T) {
 			dev, _ := openDev(t, "capacity=64MiB")
-			a := newAlloc(t, dev, conf)
-			caches := a.cfg.Backend != BackendPassthrough
+			a := newResource(t, dev, conf)
+			caches := conf != "backend:passthrough"
 			s := streams(t, dev, 2)
 			if a.HoldsStream(s[0]) || a.HoldsStream(nil) {
 				t.Fatal("holds an unused stream")

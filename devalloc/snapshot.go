@@ -212,13 +212,6 @@ func (a *Allocator) Snapshot() *Snapshot {
 			}
 		}
 	}
-	if a.passthrough {
-		a.ptrs.all(func(p driver.Ptr, b *block) {
-			snap.Segments = append(snap.Segments, SegmentInfo{Device: a.dev.Ordinal(), Address: uint64(p), TotalSize: b.size,
-				AllocatedSize: b.size, ActiveSize: b.size, RequestedSize: b.requested, Stream: b.allocStream.ID(),
-				SegmentType: segType(b.size), Blocks: []BlockInfo{{Address: uint64(p), Size: b.size, RequestedSize: b.requested, State: StateActiveAllocated}}})
-		})
-	}
 	st := a.statsLocked()
 	if a.hist != nil {
 		a.hist.mu.Lock()

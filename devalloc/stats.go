@@ -121,9 +121,11 @@ func (c *counters) array(k int) StatArray {
 	return a
 }
 
-// apply adds d to the counters. a.mu held.
-func (a *Allocator) apply(d *delta) {
-	c := &a.st
+// applyLocked adds d to the counters. a.mu held.
+func (a *Allocator) applyLocked(d *delta) { a.st.apply(d) }
+
+// apply adds d to the counters.
+func (c *counters) apply(d *delta) {
 	for k, v := range d.d {
 		switch {
 		case v > 0:
@@ -190,7 +192,16 @@ type Stats struct {
 }
 
 func (a *Allocator) statsLocked() Stats {
-	c := &a.st
+	s := a.st.stats()
+	s.Backend = a.cfg.Backend.String()
+	s.ExpandableSegments, s.ExpandableFallback = a.vmm != nil, a.expFallback
+	s.Limit = a.limit.Load()
+	return s
+}
+
+// stats returns the counters as Stats; the fields that are not counters
+// are the caller's to fill in.
+func (c *counters) stats() Stats {
 	return Stats{
 		Allocation: c.array(stAllocation), Segment: c.array(stSegment), Active: c.array(stActive),
 		InactiveSplit: c.array(stInactiveSplit), AllocatedBytes: c.array(stAllocatedBytes),
@@ -201,8 +212,6 @@ func (a *Allocator) statsLocked() Stats {
 		NumDeviceAlloc: c.numDeviceAlloc, NumDeviceFree: c.numDeviceFree,
 		NumCrossStreamReuse: c.numCrossStreamReuse, NumGCReleases: c.numGCReleases,
 		NumAllocs: c.numAllocs, LargestAlloc: c.largestAlloc,
-		Backend: a.cfg.Backend.String(), ExpandableSegments: a.vmm != nil, ExpandableFallback: a.expFallback,
-		Limit: a.limit.Load(),
 	}
 }
 

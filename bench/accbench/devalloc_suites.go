@@ -35,7 +35,7 @@ func logUniform(rng *rand.Rand, lo, hi float64) uint64 {
 
 // churn runs ops alloc+free pairs per goroutine on its own stream and
 // returns the mean time per pair.
-func churn(a *devalloc.Allocator, streams []driver.Stream, ops int) (time.Duration, error) {
+func churn(a devalloc.Resource, streams []driver.Stream, ops int) (time.Duration, error) {
 	goroutines := len(streams)
 	// The sequence is drawn before the clock starts: math.Pow alone costs
 	// about as much as a cache hit.
@@ -114,12 +114,14 @@ func destroyStreams(ss []driver.Stream) error {
 	return errors.Join(errs...)
 }
 
-func newAlloc(env *Env, conf string) (*devalloc.Allocator, error) {
+// newAlloc opens the resource conf names: the caching allocator, or the
+// passthrough baseline for backend:passthrough.
+func newAlloc(env *Env, conf string) (devalloc.Resource, error) {
 	cfg, err := devalloc.ParseConfig(conf)
 	if err != nil {
 		return nil, err
 	}
-	return devalloc.New(env.Dev, cfg)
+	return devalloc.Open(env.Dev, cfg)
 }
 
 func devallocSuite() Suite {
@@ -173,7 +175,7 @@ func devallocSuite() Suite {
 				})
 			}
 			// Hit path: the pool state bench/peers measures PyTorch in.
-			a, err := newAlloc(env, "")
+			a, err := devalloc.New(env.Dev, devalloc.Config{})
 			if err != nil {
 				return out, err
 			}
@@ -270,7 +272,7 @@ func inferenceParams(env *Env) trace.InferenceParams {
 // once follow the streams holding memory, not the ids in the trace.
 type devallocAdapter struct {
 	env     *Env
-	a       *devalloc.Allocator
+	a       devalloc.Resource
 	streams map[uint64]*replayStream // trace stream id -> driver stream
 	idle    []uint64                 // trace streams reported idle, to retire at the next sweep
 	sweepAt int                      // sweep when this many driver streams exist
@@ -288,7 +290,7 @@ type replayStream struct {
 // ones to retire: a trace with a few streams never pays for it.
 const minSweep = 64
 
-func newDevallocAdapter(env *Env, a *devalloc.Allocator) *devallocAdapter {
+func newDevallocAdapter(env *Env, a devalloc.Resource) *devallocAdapter {
 	return &devallocAdapter{env: env, a: a, streams: map[uint64]*replayStream{}, sweepAt: minSweep}
 }
 
