@@ -78,13 +78,28 @@ package devalloc
 //   - history.mu guards the trace ring buffer (a leaf).
 // Lock order: mu -> history.mu. Expandable-segment growth and shrink call
 // the VMM driver API under mu. Event callbacks (evpool.Deferred) run with
-// no allocator lock held.
+// no allocator lock held. Close takes the same locks as the other paths,
+// so it may run concurrently with them.
+//
+// Where to read (one file per concept):
+//   - allocator.go: the public surface (this file).
+//   - block.go: blocks, segments, free sets, and the block-list links.
+//   - blockset.go: the (size, address) ordered free set: best fit.
+//   - fit.go: rounding, fitting, splitting a block taken, merging one freed.
+//   - grow.go: new plain segments and the reserved-bytes limit.
+//   - expandable.go: expandable segments; the range type owns its VMM calls.
+//   - streams.go: how a block comes back after a cross-stream free
+//     (evpool.Deferred.Release), and cross_stream_reuse.
+//   - release.go: EmptyCache, the OOM path's release, garbage collection.
+//   - index.go: the indexes that find free sets and what a release takes.
+//   - passthrough.go: the uncached resource, and Open choosing by Backend.
+//   - errors.go, oom.go: errors and the out-of-memory report.
+//   - stats.go, snapshot.go, ptrtable.go, config.go: counters, snapshots
+//     and the trace, the pointer table, the configuration.
 
 import (
 	"errors"
 	"fmt"
-	"math"
-	"math/bits"
 	"sync"
 	"sync/atomic"
 
@@ -92,118 +107,8 @@ import (
 	"github.com/accelkit/accelkit/evpool"
 )
 
-// Sizes, named as in PyTorch, with their reasons.
-const (
-	// kMinBlockSize: every size is a multiple of it; alignment for any
-	// element type and vectorised access, and the smallest useful split.
-	kMinBlockSize = 512
-	// kSmallSize: requests up to 1 MiB are "small" and share 2 MiB segments.
-	kSmallSize = 1 << 20
-	// kSmallBuffer: the small pool's segment size.
-	kSmallBuffer = 2 << 20
-	// kLargeBuffer: segment size for large requests under kMinLargeAlloc, so
-	// that several 1-10 MiB tensors share one driver allocation.
-	kLargeBuffer = 20 << 20
-	// kMinLargeAlloc: from here on a request gets a segment of its own.
-	kMinLargeAlloc = 10 << 20
-	// kRoundLarge: rounding of those own segments (the driver's page size).
-	kRoundLarge = 2 << 20
-	// maxRequest: larger requests are refused as bad input rather than
-	// sent to the driver: no device has a petabyte, and the rounding
-	// arithmetic stays far from overflow.
-	maxRequest = 1 << 50
-)
-
-// ErrClosed is returned by Alloc after Close; it wraps driver.ErrClosed.
-var ErrClosed = fmt.Errorf("devalloc: allocator closed: %w", driver.ErrClosed)
-
-type blockState uint8
-
-const (
-	stateFree blockState = iota
-	stateAllocated
-	statePendingFree // freed by the caller, waiting for noted streams
-	stateUnmapped    // a hole in an expandable range: address space only
-)
-
-// block is a piece of a segment. Guarded by Allocator.mu.
-type block struct {
-	ptr         driver.Ptr
-	size        uint64
-	requested   uint64
-	seg         *segment
-	prev, next  *block
-	state       blockState
-	allocStream driver.Stream
-	uses        evpool.StreamSet // streams noted by RecordStream, less the owner
-	freedAt     uint64 // allocator clock (misses) when last freed, for GC
-	hidx        int32  // position in its free-set class heap while free
-	rlist       uint8  // the release list it is on while free (index.go)
-	rprev       *block // neighbours on that list
-	rnext       *block
-}
-
-// segment is one driver allocation, or one expandable virtual range.
-type segment struct {
-	ptr        driver.Ptr
-	size       uint64 // bytes; for an expandable range, its reserved address space
-	set        *freeSet
-	head, tail *block
-	exp        *expandable
-}
-
-type setKey struct {
-	stream uint64
-	small  bool
-}
-
-// freeSet is the cache of one (stream, pool). Guarded by Allocator.mu.
-type freeSet struct {
-	stream driver.Stream
-	id     uint64 // stream.ID()
-	small  bool
-	free   blockSet
-	segs   map[*segment]struct{}
-	exps   []*segment // expandable ranges, oldest first
-	// pins counts grows in flight with mu released (growLocked): the set
-	// is not dropped under them.
-	pins             int
-	dropped          bool
-	prevSet, nextSet *freeSet // Allocator's set list, creation order
-	// dead holds blocks absorbed by a merge, reused by the next split so
-	// that a cache hit does not allocate. A merged-away free block is
-	// referenced by nothing else: free blocks are in no pointer map or
-	// pending free, snapshots and history copy values, not *block, and
-	// garbageCollect rechecks its candidates' ptr under the lock.
-	dead []*block
-}
-
-// maxDeadBlocks bounds fs.dead: enough for the split/merge churn of a
-// busy set, small enough that a set that shrank holds little garbage.
-const maxDeadBlocks = 64
-
-// newBlock returns a recycled block, or a new one. a.mu held.
-func (fs *freeSet) newBlock() *block {
-	if n := len(fs.dead); n > 0 {
-		b := fs.dead[n-1]
-		fs.dead[n-1] = nil
-		fs.dead = fs.dead[:n-1]
-		return b
-	}
-	return new(block)
-}
-
-// recycle keeps b, just merged away, for a later split. a.mu held.
-func (fs *freeSet) recycle(b *block) {
-	if len(fs.dead) < maxDeadBlocks {
-		*b = block{}
-		fs.dead = append(fs.dead, b)
-	}
-}
-
 // Allocator is a caching device allocator for one device. It is safe for
-// concurrent use by any number of goroutines, except Close, which must not
-// run concurrently with other calls.
+// concurrent use by any number of goroutines, Close included.
 //
 // Locking rule (detailed in the note at the top of allocator.go): mu
 // guards free sets and their index, blocks, segments, the pointer map and
@@ -306,71 +211,6 @@ func (a *Allocator) stream(s driver.Stream, op string) (driver.Stream, error) {
 	return s, nil
 }
 
-// roundSize is PyTorch's round_size.
-func (a *Allocator) roundSize(size uint64) uint64 {
-	if size < kMinBlockSize {
-		return kMinBlockSize
-	}
-	if d := a.divisions(size); d > 1 && size > kMinBlockSize*d {
-		return roundupPower2Division(size, d)
-	}
-	return (size + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize
-}
-
-func (a *Allocator) divisions(size uint64) uint64 {
-	idx := bits.Len64(size) - 1 - 20 // intervals start at 1 MiB
-	idx = max(0, min(idx, RoundupIntervals-1))
-	return a.cfg.RoundupPower2Divisions[idx]
-}
-
-// roundupPower2Division rounds size up to the next of d equal steps between
-// the powers of two around it.
-func roundupPower2Division(size, d uint64) uint64 {
-	if size&(size-1) == 0 {
-		return size
-	}
-	floor := uint64(1) << (bits.Len64(size) - 1)
-	step := floor >> (bits.Len64(d) - 1)
-	if step == 0 {
-		return floor << 1
-	}
-	r := size &^ (step - 1)
-	if r == size {
-		return size
-	}
-	return r + step
-}
-
-// allocationSize is PyTorch's get_allocation_size: the segment to create
-// for a rounded request.
-func allocationSize(rsize uint64) uint64 {
-	switch {
-	case rsize <= kSmallSize:
-		return kSmallBuffer
-	case rsize < kMinLargeAlloc:
-		return kLargeBuffer
-	}
-	return (rsize + kRoundLarge - 1) / kRoundLarge * kRoundLarge
-}
-
-func poolIdx(small bool) int {
-	if small {
-		return poolSmall
-	}
-	return poolLarge
-}
-
-// denseStreams: streams with IDs below it find their free sets by index
-// in Allocator.dense rather than by hashing; others use Allocator.sparse.
-const denseStreams = 1024
-
-func boolBit(b bool) uint {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // Alloc returns size bytes of device memory for use on stream s. The block
 // may be reused for other requests on s as soon as it is freed; to use it
 // on another stream too, call RecordStream. A nil s is the device's
@@ -471,150 +311,6 @@ func (a *Allocator) takeOrGrow(id uint64, small bool, rsize, size uint64, s driv
 	return b, err
 }
 
-// fitsLocked applies the oversize rules to a candidate block.
-func (a *Allocator) fits(b *block, rsize uint64) bool {
-	if a.maxSplit == 0 {
-		return true
-	}
-	if rsize < a.maxSplit && b.size >= a.maxSplit {
-		return false // do not hand an oversize block to a small request
-	}
-	if rsize >= a.maxSplit && b.size >= rsize+a.maxNonSplit {
-		return false // nor one far larger than an oversize request
-	}
-	return true
-}
-
-// takeLocked takes the best fit from fs and commits it. a.mu held.
-func (a *Allocator) takeLocked(fs *freeSet, rsize, size uint64, s driver.Stream) *block {
-	b := fs.free.best(rsize)
-	if b == nil || !a.fits(b, rsize) {
-		return nil
-	}
-	fs.free.remove(b)
-	a.commitLocked(fs, b, rsize, size, s)
-	return b
-}
-
-// inactiveSplit reports whether b counts in the inactive_split stats: a
-// free block of a plain segment that is split.
-func inactiveSplit(b *block) bool {
-	return b.state == stateFree && b.seg.exp == nil && (b.prev != nil || b.next != nil)
-}
-
-func (a *Allocator) shouldSplit(fs *freeSet, b *block, rsize uint64) bool {
-	rem := b.size - rsize
-	if fs.small || b.seg.exp != nil {
-		return rem >= kMinBlockSize
-	}
-	return (a.maxSplit == 0 || rsize < a.maxSplit) && rem > kSmallSize
-}
-
-// commitLocked marks b (already out of the free set) allocated for a
-// request, splitting off the remainder, and publishes it in the pointer
-// map. a.mu held.
-func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s driver.Stream) {
-	c, pool := &a.st, poolIdx(fs.small)
-	if inactiveSplit(b) {
-		c.dec(stInactiveSplit, pool, 1)
-		c.dec(stInactiveSplitBytes, pool, int64(b.size))
-	}
-	if a.shouldSplit(fs, b, rsize) {
-		r := fs.newBlock()
-		*r = block{ptr: b.ptr + driver.Ptr(rsize), size: b.size - rsize, seg: b.seg, freedAt: b.freedAt}
-		insertAfter(b, r)
-		b.size = rsize
-		fs.free.insert(r)
-		if inactiveSplit(r) {
-			c.inc(stInactiveSplit, pool, 1)
-			c.inc(stInactiveSplitBytes, pool, int64(r.size))
-		}
-	}
-	b.state = stateAllocated
-	b.requested = size
-	b.allocStream = s
-	c.inc(stAllocation, pool, 1)
-	c.inc(stAllocatedBytes, pool, int64(b.size))
-	c.inc(stRequestedBytes, pool, int64(size))
-	c.inc(stActive, pool, 1)
-	c.inc(stActiveBytes, pool, int64(b.size))
-	if a.maxSplit != 0 && b.size >= a.maxSplit {
-		c.oversizeAllocations.add(1)
-	}
-	c.numAllocs++
-	c.largestAlloc = max(c.largestAlloc, b.size)
-	a.ptrs.put(b.ptr, b)
-	if a.hist != nil {
-		a.hist.add(actAlloc, b.ptr, b.size, s.ID())
-	}
-}
-
-// growLocked creates a plain segment for the request and commits a block
-// from it. a.mu held, but released around the driver call: nothing refers
-// to the new segment until it is published below, a concurrent miss on
-// the same set at worst grows the cache by one more segment, and the pin
-// keeps a release from dropping fs meanwhile.
-func (a *Allocator) growLocked(fs *freeSet, rsize, size uint64, s driver.Stream) (*block, error) {
-	segSize := allocationSize(rsize)
-	fs.pins++
-	a.mu.Unlock()
-	p, err := a.deviceMalloc(segSize)
-	a.mu.Lock()
-	fs.pins--
-	if err != nil {
-		return nil, err
-	}
-	seg := &segment{ptr: p, size: segSize, set: fs}
-	b := &block{ptr: p, size: segSize, seg: seg, freedAt: a.clock.Load()}
-	seg.head, seg.tail = b, b
-	fs.segs[seg] = struct{}{}
-	var d delta
-	d.pool = poolIdx(fs.small)
-	d.add(stSegment, 1)
-	d.add(stReservedBytes, int64(segSize))
-	if a.maxSplit != 0 && segSize >= a.maxSplit {
-		d.oversizeSeg = 1
-	}
-	d.deviceAllocs = 1
-	a.applyLocked(&d)
-	if a.hist != nil {
-		a.hist.add(actSegmentAlloc, p, segSize, fs.stream.ID())
-	}
-	a.commitLocked(fs, b, rsize, size, s)
-	return b, nil
-}
-
-// errLimit is the cause of an OOM when the allocator's own limit, not the
-// device, refused memory.
-var errLimit = errors.New("allocator memory limit reached (SetLimit or SetMemoryFraction)")
-
-// reserve counts n bytes against the limit; false if they do not fit.
-func (a *Allocator) reserve(n uint64) bool {
-	for {
-		cur := a.reserved.Load()
-		if l := a.limit.Load(); l != 0 && cur+n > l {
-			return false
-		}
-		if a.reserved.CompareAndSwap(cur, cur+n) {
-			return true
-		}
-	}
-}
-
-func (a *Allocator) unreserve(n uint64) { a.reserved.Add(-n) }
-
-func (a *Allocator) deviceMalloc(n uint64) (driver.Ptr, error) {
-	if !a.reserve(n) {
-		return 0, fmt.Errorf("%w: %w", errLimit, driver.ErrOutOfMemory)
-	}
-	p, err := a.dev.Malloc(n)
-	if err != nil {
-		a.unreserve(n)
-		return 0, err
-	}
-	return p, nil
-}
-
 // Free returns p to the cache. When p was noted with RecordStream on other
 // streams, it becomes reusable only after the work queued on them so far
 // has finished (evpool.Deferred.Release: events, else a host wait). If
@@ -635,121 +331,6 @@ func (a *Allocator) Free(p driver.Ptr) error {
 		err = a.releaseAll()
 	}
 	return err
-}
-
-// free is Free's work: the block back to its free set, now or once its
-// streams' work is over.
-func (a *Allocator) free(p driver.Ptr) error {
-	a.mu.Lock()
-	b := a.ptrs.del(p)
-	if b == nil {
-		a.mu.Unlock()
-		return fmt.Errorf("devalloc: free %v: not a live allocation of this allocator (unknown pointer or double free): %w", p, driver.ErrInvalidPointer)
-	}
-	uses := b.uses
-	b.uses = evpool.StreamSet{}
-	fs := b.seg.set
-	if a.hist != nil {
-		a.hist.add(actFreeRequested, b.ptr, b.size, b.allocStream.ID())
-	}
-	if uses.Len() == 0 && evpool.SameStream(b.allocStream, fs.stream) {
-		// The common case: used only on its own stream, which runs in
-		// order, so the block is reusable at once.
-		a.freeLocked(fs, b)
-		a.mu.Unlock()
-		return nil
-	}
-	// Wait for the allocation stream (it differs from the owner after a
-	// cross-stream reuse) and the noted streams, never for the owner.
-	var wait evpool.StreamSet
-	wait.Add(b.allocStream)
-	wait.AddSet(uses)
-	wait.Remove(fs.stream)
-	a.markPendingLocked(fs, b, true)
-	a.mu.Unlock()
-	err := a.def.Release(wait, func() {
-		a.mu.Lock()
-		a.freeLocked(fs, b)
-		a.mu.Unlock()
-	})
-	if err == nil {
-		return nil
-	}
-	// evpool.ErrNotReleased: nothing showed the streams' work over, so the
-	// block goes back to the caller exactly as it was.
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.markPendingLocked(fs, b, false)
-	b.uses = uses
-	a.ptrs.put(p, b)
-	return fmt.Errorf("devalloc: free %v: the block is still live and the caller's; free it again later: %w", p, err)
-}
-
-// markPendingLocked moves b between allocated and pending free (undo with
-// pending false). a.mu held.
-func (a *Allocator) markPendingLocked(fs *freeSet, b *block, pending bool) {
-	sign := int64(1)
-	if pending {
-		sign = -1
-		b.state = statePendingFree
-	} else {
-		b.state = stateAllocated
-	}
-	var d delta
-	d.pool = poolIdx(fs.small)
-	d.add(stAllocation, sign)
-	d.add(stAllocatedBytes, sign*int64(b.size))
-	d.add(stRequestedBytes, sign*int64(b.requested))
-	if a.maxSplit != 0 && b.size >= a.maxSplit {
-		d.oversizeAlloc = sign
-	}
-	a.applyLocked(&d)
-}
-
-// freeLocked returns an allocated or pending block to the free set, merging
-// it with free neighbours. a.mu held.
-func (a *Allocator) freeLocked(fs *freeSet, b *block) {
-	c, pool := &a.st, poolIdx(fs.small)
-	if b.state == stateAllocated {
-		c.dec(stAllocation, pool, 1)
-		c.dec(stAllocatedBytes, pool, int64(b.size))
-		c.dec(stRequestedBytes, pool, int64(b.requested))
-		if a.maxSplit != 0 && b.size >= a.maxSplit {
-			c.oversizeAllocations.add(-1)
-		}
-	}
-	c.dec(stActive, pool, 1)
-	c.dec(stActiveBytes, pool, int64(b.size))
-	ptr, size, stream := b.ptr, b.size, b.allocStream
-	b.state = stateFree
-	b.uses = evpool.StreamSet{}
-	b.allocStream = nil
-	b.requested = 0
-	b.freedAt = a.clock.Load()
-	for _, n := range [2]*block{b.prev, b.next} {
-		if n == nil || n.state != stateFree {
-			continue
-		}
-		if inactiveSplit(n) {
-			c.dec(stInactiveSplit, pool, 1)
-			c.dec(stInactiveSplitBytes, pool, int64(n.size))
-		}
-		fs.free.remove(n)
-		absorb(b, n)
-		fs.recycle(n)
-	}
-	if inactiveSplit(b) {
-		c.inc(stInactiveSplit, pool, 1)
-		c.inc(stInactiveSplitBytes, pool, int64(b.size))
-	}
-	fs.free.insert(b)
-	if a.hist != nil {
-		var sid uint64
-		if stream != nil {
-			sid = stream.ID()
-		}
-		a.hist.add(actFreeCompleted, ptr, size, sid)
-	}
 }
 
 // RecordStream notes that the block at p is used by work on s, so that a
@@ -818,160 +399,6 @@ func (a *Allocator) Drain() error {
 // between live blocks too) back to the device. Live blocks are untouched.
 func (a *Allocator) EmptyCache() error {
 	return a.releaseAll()
-}
-
-// releaseAll completes pending frees and releases every cached whole
-// plain segment and every free whole page of the expandable ranges, from
-// the release indexes (index.go): it costs what it releases.
-func (a *Allocator) releaseAll() error {
-	a.count(func(c *counters) { c.numSyncAllStreams++ })
-	var errs []error
-	if err := a.def.Drain(); err != nil {
-		errs = append(errs, err)
-	}
-	a.mu.Lock()
-	victims := a.takeWholeLocked(math.MaxUint64)
-	if a.vmm != nil {
-		errs = append(errs, a.shrinkLocked())
-	}
-	a.mu.Unlock()
-	errs = append(errs, a.freeSegments(victims))
-	return errors.Join(errs...)
-}
-
-// takeWholeLocked takes cached whole plain segments out of the cache,
-// oldest freed first, until they add up to target bytes or none is left,
-// and returns their blocks for freeSegments. Once out of the free sets no
-// one can take them. a.mu held.
-func (a *Allocator) takeWholeLocked(target uint64) []*block {
-	var victims []*block
-	var freed uint64
-	for freed < target && a.rel.whole.head != nil {
-		a.visits++
-		b := a.rel.whole.head
-		fs := b.seg.set
-		fs.free.remove(b)
-		delete(fs.segs, b.seg)
-		pool := poolIdx(fs.small)
-		a.st.dec(stSegment, pool, 1)
-		a.st.dec(stReservedBytes, pool, int64(b.size))
-		if a.maxSplit != 0 && b.size >= a.maxSplit {
-			a.st.oversizeSegments.add(-1)
-		}
-		victims = append(victims, b)
-		freed += b.size
-		a.dropIfEmptyLocked(fs)
-	}
-	return victims
-}
-
-// freeSegments gives segments taken by takeWholeLocked back to the device.
-//
-// A block freed on its own stream is reusable at once, but work queued on
-// that stream may still touch it: each stream is synchronised before its
-// memory goes back to the device (cudaFree synchronises likewise). A
-// failed stream's work will never run, so its error is no reason to keep
-// the memory.
-func (a *Allocator) freeSegments(victims []*block) error {
-	if len(victims) == 0 {
-		return nil
-	}
-	synced := make(map[*freeSet]bool)
-	for _, b := range victims {
-		if fs := b.seg.set; !synced[fs] {
-			synced[fs] = true
-			_ = fs.stream.Synchronize() // a failed stream's error changes nothing here
-		}
-	}
-	var errs []error
-	for _, b := range victims {
-		if e := a.dev.Free(b.ptr); e != nil {
-			errs = append(errs, fmt.Errorf("devalloc: release segment %v: %w", b.ptr, e))
-		}
-		a.unreserve(b.size)
-		if a.hist != nil {
-			a.hist.add(actSegmentFree, b.ptr, b.size, b.seg.set.id)
-		}
-	}
-	a.count(func(c *counters) { c.numDeviceFree += int64(len(victims)) })
-	return errors.Join(errs...)
-}
-
-// garbageCollect releases cached whole segments, oldest freed first, until
-// reserving need more bytes stays under the GC threshold of the limit.
-func (a *Allocator) garbageCollect(need uint64) {
-	limit := a.limit.Load()
-	if limit == 0 {
-		limit = a.total
-	}
-	threshold := uint64(a.cfg.GarbageCollectionThreshold * float64(limit))
-	reserved := a.reserved.Load()
-	if reserved+need <= threshold {
-		return
-	}
-	a.mu.Lock()
-	victims := a.takeWholeLocked(reserved + need - threshold)
-	a.mu.Unlock()
-	// The segments are out of the cache either way; a driver error on
-	// their Free is no reason to fail the allocation that collected them.
-	_ = a.freeSegments(victims)
-	if len(victims) > 0 {
-		a.count(func(c *counters) { c.numGCReleases++ })
-	}
-}
-
-// takeCross takes a fitting free block from another stream's set of the
-// same pool, the first set in creation order that has one, and orders the
-// requester after the giver's work. It looks at no set when no free block
-// of the pool is large enough, and at a set only when its largest block
-// is.
-func (a *Allocator) takeCross(id uint64, small bool, rsize, size uint64, s driver.Stream) *block {
-	var b *block
-	var giver *freeSet
-	a.mu.Lock()
-	if a.largestFreeLocked(small) >= rsize {
-		for fs := a.setHead; fs != nil && b == nil; fs = fs.nextSet {
-			a.visits++
-			if fs.small != small || fs.id == id {
-				continue
-			}
-			if l := fs.free.largest(); l == nil || l.size < rsize {
-				continue
-			}
-			b, giver = a.takeLocked(fs, rsize, size, s), fs
-		}
-	}
-	a.mu.Unlock()
-	if b == nil {
-		return nil
-	}
-	if err := a.orderAfter(s, giver.stream); err != nil {
-		// The taker never used the block: give it straight back.
-		a.mu.Lock()
-		a.ptrs.del(b.ptr)
-		a.freeLocked(giver, b)
-		a.mu.Unlock()
-		return nil
-	}
-	a.count(func(c *counters) { c.numCrossStreamReuse++ })
-	return b
-}
-
-// orderAfter makes later work on s wait for the work queued on giver now.
-func (a *Allocator) orderAfter(s, giver driver.Stream) error {
-	ev, err := a.evs.Get()
-	if err != nil {
-		return err
-	}
-	if err := ev.Record(giver); err != nil {
-		a.evs.Put(ev)
-		return err
-	}
-	err = s.WaitEvent(ev)
-	// WaitEvent captures the event's position, so the event can be
-	// recycled at once.
-	a.evs.Put(ev)
-	return err
 }
 
 // Close refuses later Allocs with ErrClosed, waits for pending frees and

@@ -368,7 +368,8 @@ func parseRoundup(v string) ([RoundupIntervals]uint64, error) {
 	return out, nil
 }
 
-// errBadStream and friends describe bad input; they wrap driver sentinels.
+// errSize is the error of a request over maxRequest; it wraps
+// driver.ErrInvalidValue.
 func errSize(size uint64) error {
 	return fmt.Errorf("devalloc: size %d bytes exceeds the largest request %d: %w", size, uint64(maxRequest), driver.ErrInvalidValue)
 }

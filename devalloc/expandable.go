@@ -18,6 +18,10 @@ package devalloc
 // stream or pool map that memory. A range is returned when nothing in it
 // is mapped. Both come from the release indexes (index.go): the free
 // blocks that hold a whole page, and the ranges with nothing mapped.
+//
+// The range itself, type expandable, owns every VMM call made on it
+// (reserve, map, unmap, free); the Allocator methods below keep the blocks
+// that tile it, the free sets and the counters.
 
 import (
 	"errors"
@@ -148,49 +152,6 @@ func (a *Allocator) vaSize() uint64 {
 }
 
 func (a *Allocator) roundPage(n uint64) uint64 { return (n + a.gran - 1) / a.gran * a.gran }
-
-// absorb merges n, b's neighbour in the same state, into b. a.mu held.
-func absorb(b, n *block) {
-	if n == b.prev {
-		b.ptr = n.ptr
-		b.prev = n.prev
-		if b.prev != nil {
-			b.prev.next = b
-		} else {
-			b.seg.head = b
-		}
-	} else {
-		b.next = n.next
-		if b.next != nil {
-			b.next.prev = b
-		} else {
-			b.seg.tail = b
-		}
-	}
-	b.size += n.size
-}
-
-// insertAfter links n into b's segment right after b. a.mu held.
-func insertAfter(b, n *block) {
-	n.prev, n.next = b, b.next
-	if b.next != nil {
-		b.next.prev = n
-	} else {
-		b.seg.tail = n
-	}
-	b.next = n
-}
-
-// insertBefore links n into b's segment right before b. a.mu held.
-func insertBefore(b, n *block) {
-	n.prev, n.next = b.prev, b
-	if b.prev != nil {
-		b.prev.next = n
-	} else {
-		b.seg.head = n
-	}
-	b.prev = n
-}
 
 func (a *Allocator) growExpandableLocked(fs *freeSet, rsize, size uint64, s driver.Stream) (*block, error) {
 	var b *block

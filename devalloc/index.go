@@ -215,3 +215,14 @@ func (a *Allocator) eachSetLocked(fn func(fs *freeSet)) {
 		fn(fs)
 	}
 }
+
+// denseStreams: streams with IDs below it find their free sets by index
+// in Allocator.dense rather than by hashing; others use Allocator.sparse.
+const denseStreams = 1024
+
+func boolBit(b bool) uint {
+	if b {
+		return 1
+	}
+	return 0
+}

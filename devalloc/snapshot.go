@@ -141,7 +141,7 @@ func (h *history) add(act action, addr driver.Ptr, size, stream uint64) {
 	h.mu.Unlock()
 }
 
-// entries returns the ring's contents, oldest first. h.mu held.
+// entriesLocked returns the ring's contents, oldest first. h.mu held.
 func (h *history) entriesLocked() []TraceEntry {
 	var raw []histEntry
 	if h.full {

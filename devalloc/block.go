@@ -1,0 +1,143 @@
+package devalloc
+
+// Blocks, segments and free sets: the data the allocator's cache is made
+// of. Every field here is guarded by Allocator.mu.
+
+import (
+	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/evpool"
+)
+
+const (
+	stateFree blockState = iota
+	stateAllocated
+	statePendingFree // freed by the caller, waiting for noted streams
+	stateUnmapped    // a hole in an expandable range: address space only
+)
+
+type blockState uint8
+
+// block is a piece of a segment. Guarded by Allocator.mu.
+type block struct {
+	ptr         driver.Ptr
+	size        uint64
+	requested   uint64
+	seg         *segment
+	prev, next  *block
+	state       blockState
+	allocStream driver.Stream
+	uses        evpool.StreamSet // streams noted by RecordStream, less the owner
+	freedAt     uint64           // allocator clock (misses) when last freed, for GC
+	hidx        int32            // position in its free-set class heap while free
+	rlist       uint8            // the release list it is on while free (index.go)
+	rprev       *block           // neighbours on that list
+	rnext       *block
+}
+
+// segment is one driver allocation, or one expandable virtual range.
+type segment struct {
+	ptr        driver.Ptr
+	size       uint64 // bytes; for an expandable range, its reserved address space
+	set        *freeSet
+	head, tail *block
+	exp        *expandable
+}
+
+type setKey struct {
+	stream uint64
+	small  bool
+}
+
+// freeSet is the cache of one (stream, pool). Guarded by Allocator.mu.
+type freeSet struct {
+	stream driver.Stream
+	id     uint64 // stream.ID()
+	small  bool
+	free   blockSet
+	segs   map[*segment]struct{}
+	exps   []*segment // expandable ranges, oldest first
+	// pins counts grows in flight with mu released (growLocked): the set
+	// is not dropped under them.
+	pins             int
+	dropped          bool
+	prevSet, nextSet *freeSet // Allocator's set list, creation order
+	// dead holds blocks absorbed by a merge, reused by the next split so
+	// that a cache hit does not allocate. A merged-away free block is
+	// referenced by nothing else: free blocks are in no pointer map or
+	// pending free, snapshots and history copy values, not *block, and
+	// garbageCollect rechecks its candidates' ptr under the lock.
+	dead []*block
+}
+
+// maxDeadBlocks bounds fs.dead: enough for the split/merge churn of a
+// busy set, small enough that a set that shrank holds little garbage.
+const maxDeadBlocks = 64
+
+// newBlock returns a recycled block, or a new one. a.mu held.
+func (fs *freeSet) newBlock() *block {
+	if n := len(fs.dead); n > 0 {
+		b := fs.dead[n-1]
+		fs.dead[n-1] = nil
+		fs.dead = fs.dead[:n-1]
+		return b
+	}
+	return new(block)
+}
+
+// recycle keeps b, just merged away, for a later split. a.mu held.
+func (fs *freeSet) recycle(b *block) {
+	if len(fs.dead) < maxDeadBlocks {
+		*b = block{}
+		fs.dead = append(fs.dead, b)
+	}
+}
+
+func poolIdx(small bool) int {
+	if small {
+		return poolSmall
+	}
+	return poolLarge
+}
+
+// absorb merges n, b's neighbour in the same state, into b. a.mu held.
+func absorb(b, n *block) {
+	if n == b.prev {
+		b.ptr = n.ptr
+		b.prev = n.prev
+		if b.prev != nil {
+			b.prev.next = b
+		} else {
+			b.seg.head = b
+		}
+	} else {
+		b.next = n.next
+		if b.next != nil {
+			b.next.prev = b
+		} else {
+			b.seg.tail = b
+		}
+	}
+	b.size += n.size
+}
+
+// insertAfter links n into b's segment right after b. a.mu held.
+func insertAfter(b, n *block) {
+	n.prev, n.next = b, b.next
+	if b.next != nil {
+		b.next.prev = n
+	} else {
+		b.seg.tail = n
+	}
+	b.next = n
+}
+
+// insertBefore links n into b's segment right before b. a.mu held.
+func insertBefore(b, n *block) {
+	n.prev, n.next = b.prev, b
+	if b.prev != nil {
+		b.prev.next = n
+	} else {
+		b.seg.head = n
+	}
+	b.prev = n
+}

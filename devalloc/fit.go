@@ -1,0 +1,208 @@
+package devalloc
+
+// Fitting, splitting and merging: how a request is rounded, which cached
+// block serves it (best fit under the oversize rules), how a block is split
+// when taken and merged with its free neighbours when it comes back.
+
+import (
+	"math/bits"
+
+	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/evpool"
+)
+
+// Sizes, named as in PyTorch, with their reasons.
+const (
+	// kMinBlockSize: every size is a multiple of it; alignment for any
+	// element type and vectorised access, and the smallest useful split.
+	kMinBlockSize = 512
+	// kSmallSize: requests up to 1 MiB are "small" and share 2 MiB segments.
+	kSmallSize = 1 << 20
+	// kSmallBuffer: the small pool's segment size.
+	kSmallBuffer = 2 << 20
+	// kLargeBuffer: segment size for large requests under kMinLargeAlloc, so
+	// that several 1-10 MiB tensors share one driver allocation.
+	kLargeBuffer = 20 << 20
+	// kMinLargeAlloc: from here on a request gets a segment of its own.
+	kMinLargeAlloc = 10 << 20
+	// kRoundLarge: rounding of those own segments (the driver's page size).
+	kRoundLarge = 2 << 20
+	// maxRequest: larger requests are refused as bad input rather than
+	// sent to the driver: no device has a petabyte, and the rounding
+	// arithmetic stays far from overflow.
+	maxRequest = 1 << 50
+)
+
+// roundSize is PyTorch's round_size.
+func (a *Allocator) roundSize(size uint64) uint64 {
+	if size < kMinBlockSize {
+		return kMinBlockSize
+	}
+	if d := a.divisions(size); d > 1 && size > kMinBlockSize*d {
+		return roundupPower2Division(size, d)
+	}
+	return (size + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize
+}
+
+func (a *Allocator) divisions(size uint64) uint64 {
+	idx := bits.Len64(size) - 1 - 20 // intervals start at 1 MiB
+	idx = max(0, min(idx, RoundupIntervals-1))
+	return a.cfg.RoundupPower2Divisions[idx]
+}
+
+// roundupPower2Division rounds size up to the next of d equal steps between
+// the powers of two around it.
+func roundupPower2Division(size, d uint64) uint64 {
+	if size&(size-1) == 0 {
+		return size
+	}
+	floor := uint64(1) << (bits.Len64(size) - 1)
+	step := floor >> (bits.Len64(d) - 1)
+	if step == 0 {
+		return floor << 1
+	}
+	r := size &^ (step - 1)
+	if r == size {
+		return size
+	}
+	return r + step
+}
+
+// allocationSize is PyTorch's get_allocation_size: the segment to create
+// for a rounded request.
+func allocationSize(rsize uint64) uint64 {
+	switch {
+	case rsize <= kSmallSize:
+		return kSmallBuffer
+	case rsize < kMinLargeAlloc:
+		return kLargeBuffer
+	}
+	return (rsize + kRoundLarge - 1) / kRoundLarge * kRoundLarge
+}
+
+// fits applies the oversize rules to a candidate block; it reads only
+// settings fixed by New.
+func (a *Allocator) fits(b *block, rsize uint64) bool {
+	if a.maxSplit == 0 {
+		return true
+	}
+	if rsize < a.maxSplit && b.size >= a.maxSplit {
+		return false // do not hand an oversize block to a small request
+	}
+	if rsize >= a.maxSplit && b.size >= rsize+a.maxNonSplit {
+		return false // nor one far larger than an oversize request
+	}
+	return true
+}
+
+// takeLocked takes the best fit from fs and commits it. a.mu held.
+func (a *Allocator) takeLocked(fs *freeSet, rsize, size uint64, s driver.Stream) *block {
+	b := fs.free.best(rsize)
+	if b == nil || !a.fits(b, rsize) {
+		return nil
+	}
+	fs.free.remove(b)
+	a.commitLocked(fs, b, rsize, size, s)
+	return b
+}
+
+// inactiveSplit reports whether b counts in the inactive_split stats: a
+// free block of a plain segment that is split.
+func inactiveSplit(b *block) bool {
+	return b.state == stateFree && b.seg.exp == nil && (b.prev != nil || b.next != nil)
+}
+
+// shouldSplitLocked reports whether taking rsize bytes of b leaves a
+// remainder worth a block of its own. a.mu held.
+func (a *Allocator) shouldSplitLocked(fs *freeSet, b *block, rsize uint64) bool {
+	rem := b.size - rsize
+	if fs.small || b.seg.exp != nil {
+		return rem >= kMinBlockSize
+	}
+	return (a.maxSplit == 0 || rsize < a.maxSplit) && rem > kSmallSize
+}
+
+// commitLocked marks b (already out of the free set) allocated for a
+// request, splitting off the remainder, and publishes it in the pointer
+// map. a.mu held.
+func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s driver.Stream) {
+	c, pool := &a.st, poolIdx(fs.small)
+	if inactiveSplit(b) {
+		c.dec(stInactiveSplit, pool, 1)
+		c.dec(stInactiveSplitBytes, pool, int64(b.size))
+	}
+	if a.shouldSplitLocked(fs, b, rsize) {
+		r := fs.newBlock()
+		*r = block{ptr: b.ptr + driver.Ptr(rsize), size: b.size - rsize, seg: b.seg, freedAt: b.freedAt}
+		insertAfter(b, r)
+		b.size = rsize
+		fs.free.insert(r)
+		if inactiveSplit(r) {
+			c.inc(stInactiveSplit, pool, 1)
+			c.inc(stInactiveSplitBytes, pool, int64(r.size))
+		}
+	}
+	b.state = stateAllocated
+	b.requested = size
+	b.allocStream = s
+	c.inc(stAllocation, pool, 1)
+	c.inc(stAllocatedBytes, pool, int64(b.size))
+	c.inc(stRequestedBytes, pool, int64(size))
+	c.inc(stActive, pool, 1)
+	c.inc(stActiveBytes, pool, int64(b.size))
+	if a.maxSplit != 0 && b.size >= a.maxSplit {
+		c.oversizeAllocations.add(1)
+	}
+	c.numAllocs++
+	c.largestAlloc = max(c.largestAlloc, b.size)
+	a.ptrs.put(b.ptr, b)
+	if a.hist != nil {
+		a.hist.add(actAlloc, b.ptr, b.size, s.ID())
+	}
+}
+
+// freeLocked returns an allocated or pending block to the free set, merging
+// it with free neighbours. a.mu held.
+func (a *Allocator) freeLocked(fs *freeSet, b *block) {
+	c, pool := &a.st, poolIdx(fs.small)
+	if b.state == stateAllocated {
+		c.dec(stAllocation, pool, 1)
+		c.dec(stAllocatedBytes, pool, int64(b.size))
+		c.dec(stRequestedBytes, pool, int64(b.requested))
+		if a.maxSplit != 0 && b.size >= a.maxSplit {
+			c.oversizeAllocations.add(-1)
+		}
+	}
+	c.dec(stActive, pool, 1)
+	c.dec(stActiveBytes, pool, int64(b.size))
+	ptr, size, stream := b.ptr, b.size, b.allocStream
+	b.state = stateFree
+	b.uses = evpool.StreamSet{}
+	b.allocStream = nil
+	b.requested = 0
+	b.freedAt = a.clock.Load()
+	for _, n := range [2]*block{b.prev, b.next} {
+		if n == nil || n.state != stateFree {
+			continue
+		}
+		if inactiveSplit(n) {
+			c.dec(stInactiveSplit, pool, 1)
+			c.dec(stInactiveSplitBytes, pool, int64(n.size))
+		}
+		fs.free.remove(n)
+		absorb(b, n)
+		fs.recycle(n)
+	}
+	if inactiveSplit(b) {
+		c.inc(stInactiveSplit, pool, 1)
+		c.inc(stInactiveSplitBytes, pool, int64(b.size))
+	}
+	fs.free.insert(b)
+	if a.hist != nil {
+		var sid uint64
+		if stream != nil {
+			sid = stream.ID()
+		}
+		a.hist.add(actFreeCompleted, ptr, size, sid)
+	}
+}
