@@ -57,3 +57,27 @@ func ExampleAllocator_RecordStream() {
 	fmt.Println(q == p)
 	// Output: true
 }
+
+// ExampleOpen picks the resource from configuration text, as PyTorch's
+// PYTORCH_CUDA_ALLOC_CONF does: here the uncached passthrough baseline.
+func ExampleOpen() {
+	drv, _ := driver.Open("sim", "capacity=1GiB")
+	defer drv.Close()
+	dev, _ := drv.Device(0)
+	cfg, err := devalloc.ParseConfig("backend:passthrough")
+	if err != nil {
+		panic(err)
+	}
+	r, err := devalloc.Open(dev, cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer r.Close()
+	for range 3 {
+		p, _ := r.Alloc(1000, nil) // nil: the default stream
+		_ = r.Free(p)
+	}
+	st := r.Stats()
+	fmt.Printf("%T %s %d device allocations\n", r, st.Backend, st.NumDeviceAlloc)
+	// Output: *devalloc.Passthrough passthrough 3 device allocations
+}
