@@ -804,3 +804,59 @@ func TestCloseConcurrent(t *testing.T) {
 		})
 	}
 }
+
+// TestPassthroughStreamsAndClose: a passthrough Free waits for the noted
+// streams' work before the device Free, hands the memory back when the
+// wait fails, and works after Close.
+func TestPassthroughStreamsAndClose(t *testing.T) {
+	dev, h := openDev(t, "")
+	r, err := NewPassthrough(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := streams(t, dev, 1)
+	p := mustAlloc(t, r, 64*kib, nil)
+	if err := r.RecordStream(p, ss[0]); err != nil {
+		t.Fatal(err)
+	}
+	open, err := h.Gate(ss[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Memset(p, 0x5A, 64*kib, ss[0]); err != nil { // held by the gate
+		t.Fatal(err)
+	}
+	var opened atomic.Bool
+	go func() {
+		time.Sleep(10 * time.Millisecond) // gives an early free the chance to show
+		opened.Store(true)
+		open()
+	}()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustFree(t, r, p) // after Close, and it waits for the gated Memset
+	if !opened.Load() {
+		t.Fatal("Free returned before the noted stream's work ran")
+	}
+	if err := r.Free(p); !errors.Is(err, driver.ErrInvalidPointer) {
+		t.Errorf("double Free = %v, want ErrInvalidPointer", err)
+	}
+	if _, err := r.Alloc(1, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Alloc after Close = %v, want ErrClosed", err)
+	}
+	if st := r.Stats(); st.Active.All().Current != 0 || st.NumDeviceFree != 1 {
+		t.Errorf("active %d, device frees %d; want 0, 1", st.Active.All().Current, st.NumDeviceFree)
+	}
+
+	// A lost device: the wait fails and the memory stays the caller's.
+	r2, _ := NewPassthrough(dev)
+	q := mustAlloc(t, r2, 4*kib, ss[0])
+	h.LoseDevice()
+	if err := r2.Free(q); err == nil || !strings.Contains(err.Error(), "still live") {
+		t.Fatalf("Free on a lost device = %v, want an error saying the memory is still live", err)
+	}
+	if err := r2.RecordStream(q, nil); err != nil {
+		t.Errorf("RecordStream on the handed-back pointer: %v (it must still be live)", err)
+	}
+}
