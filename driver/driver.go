@@ -85,7 +85,10 @@ func StreamOr(dev Device, s Stream) Stream {
 }
 
 // Stream is an ordered queue of device work. A failure of queued work is
-// sticky: every later Query and Synchronize returns it.
+// sticky: every later Query and Synchronize returns it. Stream values, like
+// Device values, must be comparable (a backend's are pointers or structs
+// of pointers): callers use == as a fast identity test before comparing
+// (device ordinal, ID).
 type Stream interface {
 	Device() Device
 	// ID is stable and unique among the streams of one device; the default
