@@ -201,12 +201,29 @@ func (a *Allocator) Device() driver.Device { return a.dev }
 // Config returns the configuration the allocator was created with.
 func (a *Allocator) Config() Config { return a.cfg }
 
-// stream resolves s for op: nil is the device's default stream, as NULL
-// is in CUDA; a stream of another device is an error.
-func (a *Allocator) stream(s driver.Stream, op string) (driver.Stream, error) {
-	s = driver.StreamOr(a.dev, s)
-	if s.Device() != a.dev {
-		return nil, fmt.Errorf("devalloc: %s: stream %d belongs to another device, not device %d: %w", op, s.ID(), a.dev.Ordinal(), driver.ErrInvalidValue)
+// resolveStream resolves s for op on a resource of dev: nil is the
+// device's default stream, as NULL is in CUDA; a stream of another device
+// is an error.
+func resolveStream(dev driver.Device, s driver.Stream, op string) (driver.Stream, error) {
+	s = driver.StreamOr(dev, s)
+	if s.Device() != dev {
+		return nil, fmt.Errorf("devalloc: %s: stream %d belongs to another device, not device %d: %w", op, s.ID(), dev.Ordinal(), driver.ErrInvalidValue)
+	}
+	return s, nil
+}
+
+// checkAlloc checks a non-empty Alloc on a resource of dev: it resolves s
+// and refuses a stream of another device, a size over maxRequest and a
+// closed resource.
+func checkAlloc(dev driver.Device, closed *atomic.Bool, size uint64, s driver.Stream) (driver.Stream, error) {
+	s, err := resolveStream(dev, s, "alloc")
+	switch {
+	case err != nil:
+		return nil, err
+	case size > maxRequest:
+		return nil, errSize(size)
+	case closed.Load():
+		return nil, ErrClosed
 	}
 	return s, nil
 }
@@ -221,15 +238,9 @@ func (a *Allocator) Alloc(size uint64, s driver.Stream) (driver.Ptr, error) {
 	if size == 0 {
 		return 0, nil
 	}
-	s, err := a.stream(s, "alloc")
+	s, err := checkAlloc(a.dev, &a.closed, size, s)
 	if err != nil {
 		return 0, err
-	}
-	if size > maxRequest {
-		return 0, errSize(size)
-	}
-	if a.closed.Load() {
-		return 0, ErrClosed
 	}
 	if a.def.Pending() > 0 { // one atomic load when nothing is deferred
 		a.def.Poll()
@@ -340,7 +351,7 @@ func (a *Allocator) Free(p driver.Ptr) error {
 // RecordStream(0, s) is a no-op. An unknown
 // pointer or a stream of another device is an error and changes nothing.
 func (a *Allocator) RecordStream(p driver.Ptr, s driver.Stream) error {
-	s, err := a.stream(s, "record stream")
+	s, err := resolveStream(a.dev, s, "record stream")
 	if err != nil {
 		return err
 	}

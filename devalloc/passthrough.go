@@ -90,14 +90,6 @@ func NewPassthrough(dev driver.Device) (*Passthrough, error) {
 // Device returns the resource's device.
 func (r *Passthrough) Device() driver.Device { return r.dev }
 
-func (r *Passthrough) stream(s driver.Stream, op string) (driver.Stream, error) {
-	s = driver.StreamOr(r.dev, s)
-	if s.Device() != r.dev {
-		return nil, fmt.Errorf("devalloc: passthrough %s: stream %d belongs to another device, not device %d: %w", op, s.ID(), r.dev.Ordinal(), driver.ErrInvalidValue)
-	}
-	return s, nil
-}
-
 // passDelta is the stats change of one allocation of size bytes (sign 1)
 // or its free (sign -1): an allocation, a segment and an active block.
 func passDelta(size uint64, sign int64) *delta {
@@ -123,15 +115,9 @@ func (r *Passthrough) Alloc(size uint64, s driver.Stream) (driver.Ptr, error) {
 	if size == 0 {
 		return 0, nil
 	}
-	s, err := r.stream(s, "alloc")
+	s, err := checkAlloc(r.dev, &r.closed, size, s)
 	if err != nil {
 		return 0, err
-	}
-	if size > maxRequest {
-		return 0, errSize(size)
-	}
-	if r.closed.Load() {
-		return 0, ErrClosed
 	}
 	p, err := r.dev.Malloc(size)
 	if err != nil {
@@ -164,7 +150,7 @@ func (r *Passthrough) oom(size uint64, s driver.Stream, cause error) error {
 // memory at p, so that Free waits for it. p == 0 is a no-op; an unknown
 // pointer is an error wrapping driver.ErrInvalidPointer.
 func (r *Passthrough) RecordStream(p driver.Ptr, s driver.Stream) error {
-	s, err := r.stream(s, "record stream")
+	s, err := resolveStream(r.dev, s, "passthrough record stream")
 	if err != nil || p == 0 {
 		return err
 	}

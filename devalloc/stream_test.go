@@ -20,6 +20,19 @@ func gate(t *testing.T, dev driver.Device, s driver.Stream) func() {
 	return open
 }
 
+// wantGatedBytes checks that the gated Memset of v over p ran before p
+// was handed out again.
+func wantGatedBytes(t *testing.T, dev driver.Device, p driver.Ptr, v byte) {
+	t.Helper()
+	buf := make([]byte, 16)
+	if err := dev.CopyDtoHSync(buf, p); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, bytes.Repeat([]byte{v}, 16)) {
+		t.Errorf("gated work's bytes %x missing: the block was reused before it ran", buf)
+	}
+}
+
 // TestRecordStreamDefersReuse: work held on a gated stream writes into a
 // block freed with RecordStream; the owner stream gets the block back only
 // after open() and that work.
@@ -61,13 +74,7 @@ func TestRecordStreamDefersReuse(t *testing.T) {
 	if r != p {
 		t.Errorf("after the work finished, Alloc gave %v, want the freed block %v", r, p)
 	}
-	buf := make([]byte, 16)
-	if err := dev.CopyDtoHSync(buf, r); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(buf, bytes.Repeat([]byte{0xAB}, 16)) {
-		t.Errorf("gated work's bytes %x missing: it ran after reuse", buf)
-	}
+	wantGatedBytes(t, dev, r, 0xAB)
 	mustFree(t, a, q)
 	mustFree(t, a, r)
 }
@@ -219,13 +226,7 @@ func TestFreeWhenNoEventCanBeRecorded(t *testing.T) {
 		if q != p {
 			t.Fatalf("after the host wait, Alloc gave %v, want the freed block %v", q, p)
 		}
-		buf := make([]byte, 16)
-		if err := dev.CopyDtoHSync(buf, q); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(buf, bytes.Repeat([]byte{0xCD}, 16)) {
-			t.Errorf("gated work's bytes %x missing: the block was reused before it ran", buf)
-		}
+		wantGatedBytes(t, dev, q, 0xCD)
 		mustFree(t, a, q)
 	})
 	t.Run("not released", func(t *testing.T) {
