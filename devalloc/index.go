@@ -209,13 +209,6 @@ func (a *Allocator) dropIfEmptyLocked(fs *freeSet) {
 	a.numSets--
 }
 
-// eachSetLocked calls fn for every free set in creation order. a.mu held.
-func (a *Allocator) eachSetLocked(fn func(fs *freeSet)) {
-	for fs := a.setHead; fs != nil; fs = fs.nextSet {
-		fn(fs)
-	}
-}
-
 // denseStreams: streams with IDs below it find their free sets by index
 // in Allocator.dense rather than by hashing; others use Allocator.sparse.
 const denseStreams = 1024

@@ -119,5 +119,3 @@ func (t *ptrTable) all(fn func(p driver.Ptr, b *block)) {
 		}
 	}
 }
-
-func (t *ptrTable) clear() { *t = ptrTable{} }

@@ -233,13 +233,6 @@ func (a *Allocator) Snapshot() *Snapshot {
 	return snap
 }
 
-func segType(size uint64) string {
-	if size <= kSmallSize {
-		return "small"
-	}
-	return "large"
-}
-
 // WriteJSON encodes the snapshot as JSON.
 func (s *Snapshot) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)

@@ -59,7 +59,7 @@ func New(dev driver.Device, opts Options) (*Allocator, error) {
 		perDbl:   opts.ClassesPerDoubling,
 		pageSize: max(os.Getpagesize(), minClassSize),
 	}
-	if err := a.core.init(dev, opts.MaxSize, a.putLocked); err != nil {
+	if err := a.init(dev, opts.MaxSize, a.putLocked); err != nil {
 		return nil, err
 	}
 	a.age.next, a.age.prev = &a.age, &a.age

@@ -31,7 +31,7 @@ func NewDirect(dev driver.Device, opts DirectOptions) (*Direct, error) {
 		return nil, err
 	}
 	d := &Direct{opts: opts}
-	if err := d.core.init(dev, opts.MaxSize, d.handBackLocked); err != nil {
+	if err := d.init(dev, opts.MaxSize, d.handBackLocked); err != nil {
 		return nil, err
 	}
 	return d, nil

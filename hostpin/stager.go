@@ -153,7 +153,6 @@ func NewStager(src Source, opts StagerOptions) (*Stager, error) {
 // Options returns the options in effect, defaults filled in.
 func (s *Stager) Options() StagerOptions { return s.opts }
 
-
 // CopyHtoD copies src to device memory at dst, ordered on st (nil: the
 // device's default stream) after the work already queued there. It returns
 // once src may be reused; the last DMAs

@@ -224,7 +224,7 @@ func Run(t *testing.T, b Backend) {
 			wg.Go(func() {
 				<-start
 				if err := c.Close(); err != nil {
-					errs <- fmt.Errorf("Close racing with another Close and every method: %w (want nil)", err)
+					errs <- fmt.Errorf("close racing with another Close and every method: %w (want nil)", err)
 				}
 			})
 		}
@@ -379,8 +379,12 @@ func runAdmin(t *testing.T, b Backend, open func(t *testing.T, maxBytes int64) p
 		c := b.Open(t, 0)
 		a := c.(progcache.Admin)
 		mustPut(t, a, 1, 100)
-		a.Get(ctx, KeyN(1))
-		a.Get(ctx, KeyN(2))
+		if _, ok, err := a.Get(ctx, KeyN(1)); !ok || err != nil {
+			t.Fatalf("Get of a stored key: hit %v, %v", ok, err)
+		}
+		if _, ok, err := a.Get(ctx, KeyN(2)); ok || err != nil {
+			t.Fatalf("Get of a missing key: hit %v, %v; want a miss", ok, err)
+		}
 		s, err := a.Totals(ctx)
 		if err != nil {
 			t.Fatalf("Totals: %v", err)
@@ -396,7 +400,9 @@ func runAdmin(t *testing.T, b Backend, open func(t *testing.T, maxBytes int64) p
 		c = b.Reopen(t, c)
 		defer c.Close()
 		a = c.(progcache.Admin)
-		a.Get(ctx, KeyN(1))
+		if _, ok, err := a.Get(ctx, KeyN(1)); !ok || err != nil {
+			t.Fatalf("Get after reopening: hit %v, %v", ok, err)
+		}
 		s, err = a.Totals(ctx)
 		if err != nil {
 			t.Fatalf("Totals after reopening: %v", err)

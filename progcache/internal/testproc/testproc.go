@@ -64,6 +64,6 @@ func Start(t testing.TB, ctx context.Context, env ...string) (*exec.Cmd, *bufio.
 // BlockUntilKilled parks a helper process until its parent kills it (or
 // closes its stdin at the end of the test).
 func BlockUntilKilled() {
-	io.Copy(io.Discard, os.Stdin)
+	_, _ = io.Copy(io.Discard, os.Stdin) // EOF or an error: either way the parent is done
 	os.Exit(4)
 }
