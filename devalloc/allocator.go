@@ -214,18 +214,28 @@ func resolveStream(dev driver.Device, s driver.Stream, op string) (driver.Stream
 
 // checkAlloc checks a non-empty Alloc on a resource of dev: it resolves s
 // and refuses a stream of another device, a size over maxRequest and a
-// closed resource.
+// closed resource. It is small enough to inline into the hit path; the
+// errors are built out of line.
 func checkAlloc(dev driver.Device, closed *atomic.Bool, size uint64, s driver.Stream) (driver.Stream, error) {
-	s, err := resolveStream(dev, s, "alloc")
-	switch {
-	case err != nil:
-		return nil, err
-	case size > maxRequest:
-		return nil, errSize(size)
-	case closed.Load():
-		return nil, ErrClosed
+	s = driver.StreamOr(dev, s)
+	if s.Device() != dev || size > maxRequest || closed.Load() {
+		return nil, allocError(dev, closed, size, s)
 	}
 	return s, nil
+}
+
+// allocError is the error checkAlloc refused with.
+func allocError(dev driver.Device, closed *atomic.Bool, size uint64, s driver.Stream) error {
+	if _, err := resolveStream(dev, s, "alloc"); err != nil {
+		return err
+	}
+	if size > maxRequest {
+		return errSize(size)
+	}
+	if closed.Load() {
+		return ErrClosed
+	}
+	return nil
 }
 
 // Alloc returns size bytes of device memory for use on stream s. The block
