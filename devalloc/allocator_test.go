@@ -2,6 +2,7 @@ package devalloc
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -204,6 +205,35 @@ func TestMaxSplitSize(t *testing.T) {
 		}
 		mustFree(t, a, q)
 	})
+}
+
+// TestMaxNonSplitRoundingAtItsBound: the largest value ParseConfig takes
+// allows any larger block; request+rounding must not wrap around and
+// refuse them all.
+func TestMaxNonSplitRoundingAtItsBound(t *testing.T) {
+	dev, _ := openDev(t, "")
+	s := dev.DefaultStream()
+	a := newAlloc(t, dev, fmt.Sprintf("max_split_size_mb:40,max_non_split_rounding_mb:%d", uint64(maxSizeMB)))
+	p := mustAlloc(t, a, 64*mib, s)
+	mustFree(t, a, p)
+	q := mustAlloc(t, a, 48*mib, s)
+	if q != p {
+		t.Errorf("48 MiB request got %v, want the cached 64 MiB block %v", q, p)
+	}
+	mustFree(t, a, q)
+}
+
+// TestOpenPassthroughTakesNoOtherSetting: a caching setting beside
+// backend:passthrough is an error naming it, not silently ignored.
+func TestOpenPassthroughTakesNoOtherSetting(t *testing.T) {
+	dev, _ := openDev(t, "")
+	cfg, err := ParseConfig("backend:passthrough,expandable_segments:true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dev, cfg); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "expandable_segments") {
+		t.Errorf("Open = %v, want ErrConfig naming expandable_segments", err)
+	}
 }
 
 func TestZeroAndBadInput(t *testing.T) {

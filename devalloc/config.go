@@ -20,14 +20,15 @@ const EnvConfig = "ACCELKIT_ALLOC_CONF"
 // ErrConfig is wrapped by every ParseConfig error.
 var ErrConfig = errors.New("devalloc: bad allocator config")
 
-// Backend selects how the Allocator obtains memory.
+// Backend selects the resource Open builds.
 type Backend int
 
 const (
 	// BackendNative is the caching allocator (the zero value).
 	BackendNative Backend = iota
-	// BackendPassthrough calls the device's Malloc and Free for every
-	// request, with no caching: the baseline for A/B runs.
+	// BackendPassthrough is Passthrough, which calls the device's Malloc
+	// and Free for every request, with no caching: the baseline for A/B
+	// runs. New refuses it; Open and NewPassthrough build it.
 	BackendPassthrough
 )
 

@@ -89,7 +89,9 @@ func (a *Allocator) fits(b *block, rsize uint64) bool {
 	if rsize < a.maxSplit && b.size >= a.maxSplit {
 		return false // do not hand an oversize block to a small request
 	}
-	if rsize >= a.maxSplit && b.size >= rsize+a.maxNonSplit {
+	// b.size >= rsize (a fit), so the difference cannot wrap, where
+	// rsize+maxNonSplit would for max_non_split_rounding near its bound.
+	if rsize >= a.maxSplit && b.size-rsize >= a.maxNonSplit {
 		return false // nor one far larger than an oversize request
 	}
 	return true

@@ -11,6 +11,7 @@ package devalloc
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -43,12 +44,14 @@ var (
 )
 
 // Open returns the resource cfg.Backend names for dev: an *Allocator for
-// BackendNative, a *Passthrough for BackendPassthrough (which takes no
-// other setting of cfg). It fails on an invalid cfg.
+// BackendNative, a *Passthrough for BackendPassthrough. It fails on an
+// invalid cfg, and on a passthrough cfg with any other setting (those are
+// the caching allocator's; ignoring them would hide a typo'd backend).
 func Open(dev driver.Device, cfg Config) (Resource, error) {
 	if cfg.Backend == BackendPassthrough {
-		if err := cfg.validate(); err != nil {
-			return nil, err
+		if other := (Config{Backend: BackendPassthrough}); cfg != other {
+			set := strings.TrimPrefix(cfg.String(), other.String()+",")
+			return nil, fmt.Errorf("%w: backend passthrough takes no other setting, got %s (settings of the caching allocator, backend native)", ErrConfig, set)
 		}
 		return NewPassthrough(dev)
 	}
