@@ -20,6 +20,25 @@ func gate(t *testing.T, dev driver.Device, s driver.Stream) func() {
 	return open
 }
 
+// gatedUse makes an allocator on dev and a 64 KiB block p on stream owner,
+// used by a Memset of v on a second stream, user, that a gate holds until open
+// is called, and noted there with RecordStream.
+func gatedUse(t *testing.T, dev driver.Device, v byte) (a *Allocator, owner, user driver.Stream, p driver.Ptr, open func()) {
+	t.Helper()
+	ss := streams(t, dev, 2)
+	owner, user = ss[0], ss[1]
+	a = newAlloc(t, dev, "")
+	p = mustAlloc(t, a, 64*kib, owner)
+	open = gate(t, dev, user)
+	if err := dev.Memset(p, v, 64*kib, user); err != nil { // held by the gate
+		t.Fatal(err)
+	}
+	if err := a.RecordStream(p, user); err != nil {
+		t.Fatal(err)
+	}
+	return a, owner, user, p, open
+}
+
 // wantGatedBytes checks that the gated Memset of v over p ran before p
 // was handed out again.
 func wantGatedBytes(t *testing.T, dev driver.Device, p driver.Ptr, v byte) {
@@ -38,17 +57,7 @@ func wantGatedBytes(t *testing.T, dev driver.Device, p driver.Ptr, v byte) {
 // after open() and that work.
 func TestRecordStreamDefersReuse(t *testing.T) {
 	dev, _ := openDev(t, "")
-	ss := streams(t, dev, 2)
-	owner, user := ss[0], ss[1]
-	a := newAlloc(t, dev, "")
-	p := mustAlloc(t, a, 64*kib, owner)
-	open := gate(t, dev, user)
-	if err := dev.Memset(p, 0xAB, 64*kib, user); err != nil { // held by the gate
-		t.Fatal(err)
-	}
-	if err := a.RecordStream(p, user); err != nil {
-		t.Fatal(err)
-	}
+	a, owner, user, p, open := gatedUse(t, dev, 0xAB)
 	mustFree(t, a, p)
 	snap := a.Snapshot()
 	consistent(t, snap)
@@ -204,17 +213,7 @@ func stateOf(snap *Snapshot, p driver.Ptr) string {
 func TestFreeWhenNoEventCanBeRecorded(t *testing.T) {
 	t.Run("host wait", func(t *testing.T) {
 		dev, h := openDev(t, "")
-		ss := streams(t, dev, 2)
-		owner, user := ss[0], ss[1]
-		a := newAlloc(t, dev, "")
-		p := mustAlloc(t, a, 64*kib, owner)
-		open := gate(t, dev, user)
-		if err := dev.Memset(p, 0xCD, 64*kib, user); err != nil { // held by the gate
-			t.Fatal(err)
-		}
-		if err := a.RecordStream(p, user); err != nil {
-			t.Fatal(err)
-		}
+		a, owner, _, p, open := gatedUse(t, dev, 0xCD)
 		h.SetFaultRate(1, 1) // every event record fails
 		go func() {
 			time.Sleep(10 * time.Millisecond) // gives an early reuse the chance to show
