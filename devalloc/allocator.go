@@ -46,8 +46,7 @@ package devalloc
 //   cache.
 // - garbage_collection_threshold: before growing, when reserved memory
 //   would pass that fraction of the limit, release cached whole segments,
-//   the ones freed longest ago (in allocator misses) first; among those
-//   freed in the same interval, the one freed first.
+//   the ones freed longest ago first.
 // - expandable_segments on a driver.VMM device: reserved virtual ranges
 //   per (stream, pool) (another only when live blocks leave no run long
 //   enough in the first); a miss maps granularity pages into the lowest
@@ -145,7 +144,7 @@ type Allocator struct {
 
 	reserved atomic.Uint64 // bytes reserved from the device (limit accounting)
 	limit    atomic.Uint64 // 0: no limit
-	clock    atomic.Uint64 // allocator misses so far: the GC's notion of age
+	clock    atomic.Uint64 // allocator misses so far
 
 	hist    *history
 	lastOOM atomic.Pointer[string]
@@ -185,6 +184,9 @@ func New(dev driver.Device, cfg Config) (*Allocator, error) {
 		} else {
 			a.expFallback = true
 		}
+	}
+	if cfg.MemoryFraction > 0 {
+		a.limit.Store(uint64(cfg.MemoryFraction * float64(total)))
 	}
 	a.evs = evpool.NewPool(dev, evpool.PoolOptions{})
 	a.def = evpool.NewDeferred(a.evs)
@@ -283,6 +285,9 @@ func (a *Allocator) allocSlow(id uint64, small bool, rsize, size uint64, s drive
 			need = allocationSize(rsize)
 		}
 		a.garbageCollect(need)
+	}
+	if a.vmm == nil && !a.cfg.KeepCacheOnGrow {
+		a.releaseBeforeGrow(allocationSize(rsize))
 	}
 	b, err := a.takeOrGrow(id, small, rsize, size, s)
 	if err == nil {

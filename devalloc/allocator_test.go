@@ -168,7 +168,8 @@ func TestMaxSplitSize(t *testing.T) {
 	dev, _ := openDev(t, "")
 	s := dev.DefaultStream()
 	t.Run("small request skips oversize block", func(t *testing.T) {
-		a := newAlloc(t, dev, "max_split_size_mb:40")
+		// PyTorch's policy: the cached 64 MiB segment stays.
+		a := newAlloc(t, dev, "max_split_size_mb:40,release_before_grow:false")
 		p := mustAlloc(t, a, 64*mib, s)
 		mustFree(t, a, p)
 		q := mustAlloc(t, a, 5*mib, s)
@@ -334,7 +335,9 @@ func TestOOM(t *testing.T) {
 	dev, _ := openDev(t, "capacity=64MiB")
 	s := dev.DefaultStream()
 	t.Run("retry after releasing the cache", func(t *testing.T) {
-		a := newAlloc(t, dev, "")
+		// PyTorch's policy: the cached 40 MiB segment stays until the
+		// allocation fails.
+		a := newAlloc(t, dev, "release_before_grow:false")
 		p := mustAlloc(t, a, 40*mib, s)
 		mustFree(t, a, p)
 		q := mustAlloc(t, a, 50*mib, s)
@@ -418,7 +421,7 @@ func TestLimits(t *testing.T) {
 func TestGarbageCollection(t *testing.T) {
 	dev, _ := openDev(t, "capacity=64MiB")
 	s := dev.DefaultStream()
-	a := newAlloc(t, dev, "garbage_collection_threshold:0.5") // 32 MiB of 64
+	a := newAlloc(t, dev, "garbage_collection_threshold:0.5,release_before_grow:false") // 32 MiB of 64
 	p := mustAlloc(t, a, 12*mib, s)
 	mustFree(t, a, p)
 	q := mustAlloc(t, a, 14*mib, s) // 12+14 <= 32: no GC

@@ -27,7 +27,7 @@ type block struct {
 	state       blockState
 	allocStream driver.Stream
 	uses        evpool.StreamSet // streams noted by RecordStream, less the owner
-	freedAt     uint64           // allocator clock (misses) when last freed, for GC
+	freedAt     uint64           // when last freed, in frees (releaseIndex.nextFreed): the release order
 	hidx        int32            // position in its free-set class heap while free
 	rlist       uint8            // the release list it is on while free (index.go)
 	rprev       *block           // neighbours on that list

@@ -153,7 +153,7 @@ func (s *blockSet) insert(b *block) {
 		x.max[boolBit(s.small)].added(b.size)
 		if b.seg.exp == nil {
 			if b.prev == nil && b.next == nil {
-				x.whole.push(b, listWhole)
+				x.whole[boolBit(s.small)].push(b, listWhole)
 			}
 		} else if x.holdsPage(b) {
 			x.page.push(b, listPage)
@@ -241,7 +241,7 @@ func (s *blockSet) remove(b *block) bool {
 		x.max[boolBit(s.small)].removed(b.size)
 		switch b.rlist {
 		case listWhole:
-			x.whole.remove(b)
+			x.whole[boolBit(s.small)].remove(b)
 		case listPage:
 			x.page.remove(b)
 		}

@@ -3,12 +3,15 @@ package devalloc
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"math"
 	"math/bits"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/accelkit/accelkit/driver"
 )
@@ -39,9 +42,11 @@ func (b Backend) String() string {
 	return "native"
 }
 
-// Config tunes an Allocator. The zero value is PyTorch's default behaviour:
-// no power-of-two rounding, no max split size, no garbage collection,
-// plain segments, caching backend, no history.
+// Config tunes an Allocator. The zero value is PyTorch's default behaviour
+// (no power-of-two rounding, no max split size, no garbage collection,
+// plain segments, caching backend, no history) but for one thing: before a
+// miss grows the pool, cached whole segments of the large pool are
+// released (see KeepCacheOnGrow).
 type Config struct {
 	// Backend: native caching (default) or passthrough.
 	Backend Backend
@@ -79,6 +84,82 @@ type Config struct {
 	// SnapshotOnOOM, when not empty, is a file the allocator writes a JSON
 	// snapshot to whenever it reports an OOMError.
 	SnapshotOnOOM string
+	// KeepCacheOnGrow keeps cached whole segments when a miss grows the
+	// pool, releasing them only when an allocation fails, as PyTorch does
+	// (release_before_grow:false). The zero value releases before growing:
+	// a miss that needs a new plain segment first gives back cached whole
+	// segments of the large pool, oldest freed first, until they cover it.
+	KeepCacheOnGrow bool
+	// MemoryFraction in (0, 1] caps reserved memory at that fraction of
+	// the device total from the start, as PyTorch's
+	// per_process_memory_fraction key and SetMemoryFraction do. 0: no cap.
+	MemoryFraction float64
+	// Ignored holds the PyTorch keys ParseConfig accepted without
+	// implementing them, as comma-separated key:value pairs in the order
+	// given (see IgnoredKeys); String writes them back.
+	Ignored string
+}
+
+// IgnoredKey is a PYTORCH_CUDA_ALLOC_CONF key devalloc accepts, so that a
+// configuration copied from a PyTorch job parses, but does not implement.
+type IgnoredKey struct {
+	Key, Value string
+	// Instead says what devalloc does in its place.
+	Instead string
+}
+
+// pytorchOnly maps the PyTorch keys devalloc accepts without implementing
+// them to what it does instead. The pinned-memory keys belong to
+// PyTorch's host allocator, which accelkit's hostpin replaces.
+var pytorchOnly = map[string]string{
+	"release_lock_on_cudamalloc":        "devalloc always drops its lock around the driver's Malloc of a plain segment; expandable segments map pages under it",
+	"release_lock_on_hipmalloc":         "devalloc always drops its lock around the driver's Malloc of a plain segment; expandable segments map pages under it",
+	"pinned_use_cuda_host_register":     "pinned host memory is hostpin's: its Allocator allocates with the driver's HostAlloc, and Stager.Register registers existing memory",
+	"pinned_use_hip_host_register":      "pinned host memory is hostpin's: its Allocator allocates with the driver's HostAlloc, and Stager.Register registers existing memory",
+	"pinned_num_register_threads":       "pinned host memory is hostpin's, which registers from the calling goroutine",
+	"pinned_use_background_threads":     "pinned host memory is hostpin's, whose frees are polled by its Allocator, no background thread",
+	"pinned_reserve_segment_size_mb":    "pinned host memory is hostpin's, which reserves nothing up front",
+	"pinned_free_catch_all":             "pinned host memory is hostpin's",
+	"graph_capture_record_stream_reuse": "devalloc has no CUDA graph capture pools; blocks are reused in stream order",
+	"throw_on_cudamalloc_oom":           "devalloc releases its cache and retries once, then returns an *OOMError",
+	"large_segment_size_mb":             "large-pool segments for requests under 10 MiB are 20 MiB, as PyTorch's default",
+}
+
+// asyncBackend is PyTorch's cudaMallocAsync backend and its ROCm name.
+var asyncBackend = map[string]bool{"cudaMallocAsync": true, "hipMallocAsync": true}
+
+const asyncInstead = "devalloc's native caching allocator is used; a stream-ordered driver pool (cudaMallocAsync) is not implemented"
+
+// IgnoredKeys returns the keys of c.Ignored, each with what devalloc does
+// instead.
+func (c Config) IgnoredKeys() []IgnoredKey {
+	var out []IgnoredKey
+	for _, part := range splitTopLevel(c.Ignored) {
+		k, v, ok := strings.Cut(part, ":")
+		if !ok {
+			continue
+		}
+		instead := pytorchOnly[k]
+		if k == "backend" {
+			instead = asyncInstead
+		}
+		out = append(out, IgnoredKey{Key: k, Value: v, Instead: instead})
+	}
+	return out
+}
+
+// warned holds the ignored keys already warned about: each once per
+// process, as PyTorch's TORCH_WARN_ONCE.
+var warned sync.Map
+
+// warnIgnored logs, once per key and process, that key is accepted but
+// not implemented, through log/slog's default logger.
+func warnIgnored(k, v, instead string) {
+	if _, dup := warned.LoadOrStore(k, true); dup {
+		return
+	}
+	slog.Warn(fmt.Sprintf("devalloc: PyTorch allocator key %s:%s is accepted but not implemented: %s", k, v, instead),
+		"key", k, "value", v)
 }
 
 // RoundupIntervals is the number of power-of-two size intervals of
@@ -89,7 +170,8 @@ const RoundupIntervals = 16
 var configKeys = []string{
 	"backend", "expandable_segments", "max_split_size_mb", "max_non_split_rounding_mb",
 	"roundup_power2_divisions", "garbage_collection_threshold", "cross_stream_reuse",
-	"history_entries", "history_stacks", "snapshot_on_oom",
+	"history_entries", "history_stacks", "snapshot_on_oom", "release_before_grow",
+	"per_process_memory_fraction",
 }
 
 // maxSizeMB bounds the MiB-valued keys so that bytes never overflow.
@@ -120,8 +202,27 @@ func ParseConfig(s string) (Config, error) {
 		if !ok {
 			return Config{}, fmt.Errorf("%w: entry %q is not key:value (valid keys: %s)", ErrConfig, part, strings.Join(configKeys, ", "))
 		}
+		if instead, ok := pytorchOnly[k]; ok || k == "backend" && asyncBackend[v] {
+			if !ok {
+				instead = asyncInstead
+			}
+			if v == "" {
+				return Config{}, fmt.Errorf("%w: key %q has no value", ErrConfig, k)
+			}
+			if seen[k] {
+				return Config{}, fmt.Errorf("%w: key %q given twice", ErrConfig, k)
+			}
+			seen[k] = true
+			if c.Ignored != "" {
+				c.Ignored += ","
+			}
+			c.Ignored += k + ":" + v
+			warnIgnored(k, v, instead)
+			continue
+		}
 		if !slices.Contains(configKeys, k) {
-			return Config{}, fmt.Errorf("%w: unknown key %q (valid keys: %s)", ErrConfig, k, strings.Join(configKeys, ", "))
+			return Config{}, fmt.Errorf("%w: unknown key %q (valid keys: %s; accepted from PyTorch and ignored: %s)",
+				ErrConfig, k, strings.Join(configKeys, ", "), strings.Join(slices.Sorted(maps.Keys(pytorchOnly)), ", "))
 		}
 		if seen[k] {
 			return Config{}, fmt.Errorf("%w: key %q given twice", ErrConfig, k)
@@ -136,7 +237,7 @@ func ParseConfig(s string) (Config, error) {
 			case "passthrough":
 				c.Backend = BackendPassthrough
 			default:
-				err = fmt.Errorf("backend %q: want native or passthrough", v)
+				err = fmt.Errorf("backend %q: want native or passthrough (cudaMallocAsync is accepted and ignored)", v)
 			}
 		case "expandable_segments":
 			c.ExpandableSegments, err = parseBool(k, v)
@@ -144,6 +245,10 @@ func ParseConfig(s string) (Config, error) {
 			c.CrossStreamReuse, err = parseBool(k, v)
 		case "history_stacks":
 			c.HistoryStacks, err = parseBool(k, v)
+		case "release_before_grow":
+			var release bool
+			release, err = parseBool(k, v)
+			c.KeepCacheOnGrow = !release
 		case "max_split_size_mb":
 			var mb uint64
 			mb, err = strconv.ParseUint(v, 10, 64)
@@ -171,6 +276,14 @@ func ParseConfig(s string) (Config, error) {
 				err = fmt.Errorf("garbage_collection_threshold %q: want a number in the open interval (0, 1)", v)
 			} else {
 				c.GarbageCollectionThreshold = f
+			}
+		case "per_process_memory_fraction":
+			var f float64
+			f, err = strconv.ParseFloat(v, 64)
+			if err != nil || !(f > 0 && f <= 1) {
+				err = fmt.Errorf("per_process_memory_fraction %q: want a number in (0, 1]", v)
+			} else {
+				c.MemoryFraction = f
 			}
 		case "history_entries":
 			var n int
@@ -241,6 +354,15 @@ func (c Config) String() string {
 	if c.SnapshotOnOOM != "" {
 		parts = append(parts, "snapshot_on_oom:"+c.SnapshotOnOOM)
 	}
+	if c.KeepCacheOnGrow {
+		parts = append(parts, "release_before_grow:false")
+	}
+	if c.MemoryFraction != 0 {
+		parts = append(parts, "per_process_memory_fraction:"+strconv.FormatFloat(c.MemoryFraction, 'g', -1, 64))
+	}
+	if c.Ignored != "" {
+		parts = append(parts, c.Ignored)
+	}
 	return strings.Join(parts, ",")
 }
 
@@ -253,8 +375,17 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: MaxSplitSize %d: want 0 or more than %d bytes", ErrConfig, c.MaxSplitSize, uint64(kLargeBuffer))
 	case !(c.GarbageCollectionThreshold >= 0 && c.GarbageCollectionThreshold < 1):
 		return fmt.Errorf("%w: GarbageCollectionThreshold %v: want 0 (off) or a number in (0, 1)", ErrConfig, c.GarbageCollectionThreshold)
+	case !(c.MemoryFraction >= 0 && c.MemoryFraction <= 1):
+		return fmt.Errorf("%w: MemoryFraction %v: want 0 (no cap) or a number in (0, 1]", ErrConfig, c.MemoryFraction)
 	case c.HistoryEntries < 0 || c.HistoryEntries > maxHistoryEntries:
 		return fmt.Errorf("%w: HistoryEntries %d: want [0, %d]", ErrConfig, c.HistoryEntries, maxHistoryEntries)
+	}
+	for _, part := range splitTopLevel(c.Ignored) {
+		k, v, ok := strings.Cut(part, ":")
+		if _, known := pytorchOnly[k]; c.Ignored != "" && (!ok || v == "" || !known && !(k == "backend" && asyncBackend[v])) {
+			return fmt.Errorf("%w: Ignored entry %q: want key:value of a PyTorch key devalloc accepts and ignores (%s, backend:cudaMallocAsync)",
+				ErrConfig, part, strings.Join(slices.Sorted(maps.Keys(pytorchOnly)), ", "))
+		}
 	}
 	for i, d := range c.RoundupPower2Divisions {
 		if d > 1 && d&(d-1) != 0 || d > maxDivisions {

@@ -1,7 +1,9 @@
 package devalloc
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -109,7 +111,9 @@ func FuzzParseConfig(f *testing.F) {
 	for _, s := range []string{"", "expandable_segments:true,max_split_size_mb:128",
 		"roundup_power2_divisions:[256:1,512:2,>:8]", "roundup_power2_divisions:4",
 		"garbage_collection_threshold:0.8", "backend:passthrough", "cross_stream_reuse:1,history_entries:10",
-		"max_non_split_rounding_mb:30", "[,]:", "a:b:c"} {
+		"max_non_split_rounding_mb:30", "[,]:", "a:b:c",
+		"backend:cudaMallocAsync,release_lock_on_cudamalloc:True,per_process_memory_fraction:0.5",
+		"pinned_use_cuda_host_register:True,pinned_num_register_threads:8,release_before_grow:false"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -128,4 +132,84 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("round trip %q -> %q -> %+v, %v", s, c.String(), back, err)
 		}
 	})
+}
+
+// TestPyTorchOnlyKeys checks that a PYTORCH_CUDA_ALLOC_CONF copied from a
+// PyTorch job parses: the keys devalloc implements take effect, the others
+// are kept in Config.Ignored with what devalloc does instead, and each is
+// warned about once per process through log/slog.
+func TestPyTorchOnlyKeys(t *testing.T) {
+	var logged bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	defer slog.SetDefault(prev)
+	warned.Clear()
+	defer warned.Clear()
+
+	const conf = "backend:cudaMallocAsync,expandable_segments:True,release_lock_on_cudamalloc:True," +
+		"pinned_use_cuda_host_register:True,pinned_num_register_threads:8,max_split_size_mb:512,per_process_memory_fraction:0.5"
+	for range 2 {
+		c, err := ParseConfig(conf)
+		if err != nil {
+			t.Fatalf("ParseConfig(%q): %v", conf, err)
+		}
+		if !c.ExpandableSegments || c.MaxSplitSize != 512<<20 || c.MemoryFraction != 0.5 || c.Backend != BackendNative {
+			t.Errorf("implemented keys: %+v", c)
+		}
+		keys := c.IgnoredKeys()
+		var names []string
+		for _, k := range keys {
+			names = append(names, k.Key+":"+k.Value)
+			if k.Instead == "" {
+				t.Errorf("ignored key %s says nothing about what devalloc does instead", k.Key)
+			}
+		}
+		want := "backend:cudaMallocAsync release_lock_on_cudamalloc:True pinned_use_cuda_host_register:True pinned_num_register_threads:8"
+		if got := strings.Join(names, " "); got != want {
+			t.Errorf("IgnoredKeys = %s, want %s", got, want)
+		}
+		if back, err := ParseConfig(c.String()); err != nil || back != c {
+			t.Errorf("round trip %q: %+v, %v", c.String(), back, err)
+		}
+	}
+	out := logged.String()
+	for _, k := range []string{"backend:cudaMallocAsync", "release_lock_on_cudamalloc:True", "pinned_use_cuda_host_register:True", "pinned_num_register_threads:8"} {
+		if n := strings.Count(out, "key "+k+" is accepted but not implemented"); n != 1 {
+			t.Errorf("warning for %s logged %d times, want once:\n%s", k, n, out)
+		}
+	}
+	if strings.Contains(out, "expandable_segments") || strings.Contains(out, "max_split_size_mb") {
+		t.Errorf("a warning for an implemented key:\n%s", out)
+	}
+
+	for _, tc := range []struct{ in, want string }{
+		{"release_lock_on_cudamalloc:", "no value"},
+		{"pinned_num_register_threads:4,pinned_num_register_threads:8", "given twice"},
+		{"backend:cudaMallocAsync,backend:native", "given twice"},
+		{"backend:tcmalloc", "want native or passthrough"},
+		{"per_process_memory_fraction:0", "(0, 1]"},
+		{"per_process_memory_fraction:1.5", "(0, 1]"},
+		{"pinned_use_everything:True", "accepted from PyTorch and ignored: graph_capture_record_stream_reuse"},
+	} {
+		if _, err := ParseConfig(tc.in); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseConfig(%q) = %v, want ErrConfig mentioning %q", tc.in, err, tc.want)
+		}
+	}
+	dev, _ := openDev(t, "")
+	for _, bad := range []Config{{MemoryFraction: 2}, {Ignored: "max_split_size_mb:64"}, {Ignored: "release_lock_on_cudamalloc"}} {
+		if _, err := New(dev, bad); !errors.Is(err, ErrConfig) {
+			t.Errorf("New(%+v) = %v, want ErrConfig", bad, err)
+		}
+	}
+}
+
+func TestMemoryFractionKey(t *testing.T) {
+	dev, _ := openDev(t, "capacity=1GiB")
+	a := newAlloc(t, dev, "per_process_memory_fraction:0.25")
+	if got := a.Limit(); got != 256<<20 {
+		t.Fatalf("Limit() = %d, want a quarter of 1 GiB", got)
+	}
+	if _, err := a.Alloc(300<<20, nil); !IsOOM(err) {
+		t.Fatalf("Alloc past the fraction: %v, want an OOM", err)
+	}
 }

@@ -267,7 +267,7 @@ func (a *Allocator) mapHoleLocked(fs *freeSet, h *block, n uint64) (*block, erro
 		seg.exp.addHole(rest)
 	}
 	h.state = stateFree
-	h.freedAt = a.clock.Load()
+	h.freedAt = a.rel.nextFreed()
 	for _, x := range [2]*block{h.prev, h.next} {
 		if x != nil && x.state == stateFree {
 			fs.free.remove(x)

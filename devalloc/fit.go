@@ -182,7 +182,7 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 	b.uses = evpool.StreamSet{}
 	b.allocStream = nil
 	b.requested = 0
-	b.freedAt = a.clock.Load()
+	b.freedAt = a.rel.nextFreed()
 	for _, n := range [2]*block{b.prev, b.next} {
 		if n == nil || n.state != stateFree {
 			continue

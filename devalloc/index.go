@@ -12,10 +12,12 @@ package devalloc
 //
 // What the release paths want is kept in releaseIndex as blocks enter and
 // leave the free sets (blockSet.insert and remove keep it, each O(1)):
-//   - whole: free plain segments (one free block, no neighbours), in the
-//     order they became free. A block's freedAt is the allocator clock
-//     read under mu when it was freed, so this is also freedAt order: the
-//     garbage collector releases from the head, oldest first.
+//   - whole: per pool, free plain segments (one free block, no
+//     neighbours), in the order they became free. A block's freedAt is a
+//     sequence number taken under mu when it was freed, so each list is in
+//     freedAt order, and the oldest of both pools is the head with the
+//     lower freedAt: garbage collection and the OOM path release from the
+//     heads, oldest first; release-before-growing from the large pool's.
 //   - page: free blocks of expandable ranges that hold at least one whole
 //     page, which EmptyCache and the OOM path unmap.
 //   - max: per pool, the largest free block size and how many free blocks
@@ -104,10 +106,19 @@ func (m *freeMax) removed(size uint64) {
 // read instead of scanning the sets. Every free set's blockSet points at
 // the allocator's one and keeps it current as blocks come and go.
 type releaseIndex struct {
-	whole blockList  // free whole plain segments, oldest freed first
-	page  blockList  // free expandable blocks holding a whole page
-	max   [2]freeMax // by boolBit(small)
-	gran  uint64     // the VMM page (expandable segments), else 0
+	whole [2]blockList // by boolBit(small): free whole plain segments, oldest freed first
+	page  blockList    // free expandable blocks holding a whole page
+	max   [2]freeMax   // by boolBit(small)
+	gran  uint64       // the VMM page (expandable segments), else 0
+	// freed numbers the frees (freedAt), so that the whole lists of the
+	// two pools merge in the order their blocks were freed.
+	freed uint64
+}
+
+// nextFreed returns the freedAt of a block being freed now. a.mu held.
+func (x *releaseIndex) nextFreed() uint64 {
+	x.freed++
+	return x.freed
 }
 
 // holdsPage reports whether block b of an expandable range covers at least

@@ -10,8 +10,8 @@ import (
 // checkIndexes checks the release indexes and the set index (index.go)
 // against the free sets they summarise: each free block is on the whole list
 // exactly when it is a whole plain segment and on the page list exactly when it
-// is an expandable block holding a whole page; the whole list is in freedAt
-// order; emptyRanges is the ranges with nothing mapped; the largest free
+// is an expandable block holding a whole page; each pool's whole list is in
+// freedAt order and holds only that pool's segments; emptyRanges is the ranges with nothing mapped; the largest free
 // block is what a scan finds; every indexed set holds a segment (or a grow
 // is in flight).
 func checkIndexes(t testing.TB, a *Allocator) {
@@ -22,15 +22,19 @@ func checkIndexes(t testing.TB, a *Allocator) {
 	for _, l := range []struct {
 		list  *blockList
 		which uint8
-	}{{&a.rel.whole, listWhole}, {&a.rel.page, listPage}} {
+		small bool
+	}{{&a.rel.whole[0], listWhole, false}, {&a.rel.whole[1], listWhole, true}, {&a.rel.page, listPage, false}} {
 		n := 0
 		var prev *block
 		for b := l.list.head; b != nil; b = b.rnext {
 			if b.rprev != prev || b.rlist != l.which {
 				t.Fatalf("release list %d: broken links or tag at %v", l.which, b.ptr)
 			}
-			if l.which == listWhole && prev != nil && prev.freedAt > b.freedAt {
+			if l.which == listWhole && prev != nil && prev.freedAt >= b.freedAt {
 				t.Fatalf("whole list out of freedAt order: %d before %d", prev.freedAt, b.freedAt)
+			}
+			if l.which == listWhole && b.seg.set.small != l.small {
+				t.Fatalf("segment %v of the small pool %v on the whole list of the other pool", b.ptr, b.seg.set.small)
 			}
 			onList[b] = l.which
 			prev, n = b, n+1

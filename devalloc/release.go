@@ -20,7 +20,7 @@ func (a *Allocator) releaseAll() error {
 		errs = append(errs, err)
 	}
 	a.mu.Lock()
-	victims := a.takeWholeLocked(math.MaxUint64)
+	victims := a.takeWholeLocked(math.MaxUint64, true)
 	if a.vmm != nil {
 		errs = append(errs, a.shrinkLocked())
 	}
@@ -30,15 +30,23 @@ func (a *Allocator) releaseAll() error {
 }
 
 // takeWholeLocked takes cached whole plain segments out of the cache,
-// oldest freed first, until they add up to target bytes or none is left,
-// and returns their blocks for freeSegments. Once out of the free sets no
-// one can take them. a.mu held.
-func (a *Allocator) takeWholeLocked(target uint64) []*block {
+// oldest freed first, of the large pool and, when small is true, of the
+// small pool too, until they add up to target bytes or none is left, and
+// returns their blocks for freeSegments. Once out of the free sets no one
+// can take them. a.mu held.
+func (a *Allocator) takeWholeLocked(target uint64, small bool) []*block {
 	var victims []*block
 	var freed uint64
-	for freed < target && a.rel.whole.head != nil {
+	large, smalls := &a.rel.whole[0], &a.rel.whole[1]
+	for freed < target {
+		b := large.head
+		if s := smalls.head; small && s != nil && (b == nil || s.freedAt < b.freedAt) {
+			b = s
+		}
+		if b == nil {
+			break
+		}
 		a.visits++
-		b := a.rel.whole.head
 		fs := b.seg.set
 		fs.free.remove(b)
 		delete(fs.segs, b.seg)
@@ -100,7 +108,7 @@ func (a *Allocator) garbageCollect(need uint64) {
 		return
 	}
 	a.mu.Lock()
-	victims := a.takeWholeLocked(reserved + need - threshold)
+	victims := a.takeWholeLocked(reserved+need-threshold, true)
 	a.mu.Unlock()
 	// The segments are out of the cache either way; a driver error on
 	// their Free is no reason to fail the allocation that collected them.
@@ -108,4 +116,25 @@ func (a *Allocator) garbageCollect(need uint64) {
 	if len(victims) > 0 {
 		a.count(func(c *counters) { c.numGCReleases++ })
 	}
+}
+
+// releaseBeforeGrow runs before a miss reserves a new plain segment of
+// need bytes: it releases cached whole segments of the large pool, of any
+// stream, oldest freed first, until they cover need, so that reserved
+// memory does not grow while the cache holds segments no request fits.
+// PyTorch keeps them until an allocation fails; by then the peak is
+// reached. Only whole free segments qualify: a block still in use, or
+// pending free because RecordStream noted a stream whose work is not done,
+// keeps its segment cached. freeSegments synchronises each owner stream
+// before its memory goes back, as cudaFree would.
+func (a *Allocator) releaseBeforeGrow(need uint64) {
+	a.mu.Lock()
+	victims := a.takeWholeLocked(need, false)
+	a.mu.Unlock()
+	if len(victims) == 0 {
+		return
+	}
+	// As in garbageCollect: the segments are out of the cache either way.
+	_ = a.freeSegments(victims)
+	a.count(func(c *counters) { c.numGrowReleases += int64(len(victims)) })
 }

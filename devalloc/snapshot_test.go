@@ -44,8 +44,8 @@ func TestStatsMap(t *testing.T) {
 			t.Errorf("%s = %d (present %v), want %d", k, got, ok, want)
 		}
 	}
-	if n := len(m); n != 9*3*4+2*4+7 {
-		t.Errorf("Map has %d keys, want %d", n, 9*3*4+2*4+7)
+	if n := len(m); n != 9*3*4+2*4+8 {
+		t.Errorf("Map has %d keys, want %d", n, 9*3*4+2*4+8)
 	}
 	mustFree(t, a, q)
 	a.ResetPeakStats()

@@ -76,6 +76,7 @@ type counters struct {
 	numDeviceFree       int64
 	numCrossStreamReuse int64
 	numGCReleases       int64
+	numGrowReleases     int64
 	numAllocs           int64
 	largestAlloc        uint64
 }
@@ -172,6 +173,9 @@ type Stats struct {
 	NumCrossStreamReuse int64 `json:"num_cross_stream_reuse"`
 	// NumGCReleases counts garbage collections that released memory.
 	NumGCReleases int64 `json:"num_gc_releases"`
+	// NumGrowReleases counts cached segments released before growing
+	// (release_before_grow); PyTorch has no such stat.
+	NumGrowReleases int64 `json:"num_grow_releases"`
 
 	// NumAllocs counts successful Alloc calls since creation.
 	NumAllocs int64 `json:"num_allocs"`
@@ -211,7 +215,8 @@ func (c *counters) stats() Stats {
 		NumAllocRetries: c.numAllocRetries, NumOOMs: c.numOOMs, NumSyncAllStreams: c.numSyncAllStreams,
 		NumDeviceAlloc: c.numDeviceAlloc, NumDeviceFree: c.numDeviceFree,
 		NumCrossStreamReuse: c.numCrossStreamReuse, NumGCReleases: c.numGCReleases,
-		NumAllocs: c.numAllocs, LargestAlloc: c.largestAlloc,
+		NumGrowReleases: c.numGrowReleases,
+		NumAllocs:       c.numAllocs, LargestAlloc: c.largestAlloc,
 	}
 }
 
@@ -267,6 +272,7 @@ func (s Stats) Map() map[string]int64 {
 	m["num_device_free"] = s.NumDeviceFree
 	m["num_cross_stream_reuse"] = s.NumCrossStreamReuse
 	m["num_gc_releases"] = s.NumGCReleases
+	m["num_grow_releases"] = s.NumGrowReleases
 	return m
 }
 

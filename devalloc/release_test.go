@@ -1,0 +1,179 @@
+package devalloc
+
+import (
+	"testing"
+	"time"
+
+	"github.com/accelkit/accelkit/driver"
+)
+
+// TestReleaseBeforeGrow checks the default policy against PyTorch's: a miss
+// that needs a new segment first gives back cached whole segments of the
+// large pool, oldest freed first, only as many as cover the new segment,
+// and never small-pool ones.
+func TestReleaseBeforeGrow(t *testing.T) {
+	dev, sd := openDev(t, "capacity=1GiB")
+	s := dev.DefaultStream()
+	for _, tc := range []struct {
+		conf     string
+		released int64 // segments released before growing
+		reserved int64 // MiB reserved after the last Alloc
+	}{
+		// 40 + 30 + 2 (small) cached; a 50 MiB miss releases the two
+		// large ones, oldest first (40 does not cover 50 alone).
+		{"", 2, 2 + 50},
+		// PyTorch: everything stays cached.
+		{"release_before_grow:false", 0, 40 + 30 + 2 + 50},
+	} {
+		t.Run(tc.conf, func(t *testing.T) {
+			a := newAlloc(t, dev, tc.conf)
+			frees := sd.Stats().Frees
+			p := mustAlloc(t, a, 40*mib, s)
+			q := mustAlloc(t, a, 30*mib, s)
+			r := mustAlloc(t, a, 1000, s) // a 2 MiB small-pool segment
+			mustFree(t, a, r)             // the oldest, but of the small pool
+			mustFree(t, a, p)
+			mustFree(t, a, q)
+			x := mustAlloc(t, a, 50*mib, s)
+			st := a.Stats()
+			if st.NumGrowReleases != tc.released || st.ReservedBytes.All().Current != tc.reserved*mib {
+				t.Errorf("released %d segments, reserved %d MiB; want %d, %d MiB",
+					st.NumGrowReleases, st.ReservedBytes.All().Current/mib, tc.released, tc.reserved)
+			}
+			if got := int64(sd.Stats().Frees - frees); got != tc.released || st.NumDeviceFree != tc.released {
+				t.Errorf("driver frees %d (stat %d), want %d", got, st.NumDeviceFree, tc.released)
+			}
+			if st.Segment.Small().Current != 1 {
+				t.Errorf("small-pool segments %d, want the cached one kept", st.Segment.Small().Current)
+			}
+			mustFree(t, a, x)
+			checkIndexes(t, a)
+		})
+	}
+	t.Run("oldest first, only what covers the new segment", func(t *testing.T) {
+		a := newAlloc(t, dev, "")
+		sizes := []uint64{24 * mib, 26 * mib, 28 * mib, 12 * mib} // a segment each
+		ps := make([]driver.Ptr, len(sizes))
+		for i, n := range sizes {
+			ps[i] = mustAlloc(t, a, n, s)
+		}
+		for _, i := range []int{2, 0, 1, 3} { // freed: 28, 24, 26, 12
+			mustFree(t, a, ps[i])
+		}
+		x := mustAlloc(t, a, 22*mib, s) // a hit: the 24 MiB block, split
+		if st := a.Stats(); st.NumGrowReleases != 0 {
+			t.Fatalf("a hit released %d segments", st.NumGrowReleases)
+		}
+		// A miss for a 30 MiB segment: the whole free segments are 28, 26
+		// and 12, oldest first; 28 + 26 cover 30, so 12 stays.
+		y := mustAlloc(t, a, 30*mib, s)
+		st := a.Stats()
+		if st.NumGrowReleases != 2 || st.ReservedBytes.All().Current != (24+12+30)*mib {
+			t.Errorf("released %d, reserved %d MiB; want 2 (28 and 26 MiB), 66 MiB", st.NumGrowReleases, st.ReservedBytes.All().Current/mib)
+		}
+		mustFree(t, a, x)
+		mustFree(t, a, y)
+		checkIndexes(t, a)
+	})
+}
+
+// TestReleaseBeforeGrowStreamSafe shows that release-before-growing never
+// frees a segment whose stream work is pending: a block noted on another
+// stream keeps its segment until that work is done, and a block freed on
+// its own stream with work still queued there goes back to the driver only
+// after that work has run.
+func TestReleaseBeforeGrowStreamSafe(t *testing.T) {
+	t.Run("pending free on a noted stream", func(t *testing.T) {
+		dev, sd := openDev(t, "capacity=1GiB")
+		a := newAlloc(t, dev, "")
+		s := dev.DefaultStream()
+		other := streams(t, dev, 1)[0]
+		p := mustAlloc(t, a, 30*mib, s)
+		open, err := sd.Gate(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer open()
+		if err := dev.Memset(p, 7, 30*mib, other); err != nil { // queued behind the gate
+			t.Fatal(err)
+		}
+		if err := a.RecordStream(p, other); err != nil {
+			t.Fatal(err)
+		}
+		mustFree(t, a, p) // pending: other's memset has not run
+		x := mustAlloc(t, a, 40*mib, s)
+		if st := a.Stats(); st.NumGrowReleases != 0 || sd.Stats().Frees != 0 {
+			t.Fatalf("with the noted stream's work pending: %d segments released, %d driver frees; want none",
+				st.NumGrowReleases, sd.Stats().Frees)
+		}
+		if !hasBlockState(a.Snapshot(), uint64(p), StateActivePendingFree) {
+			t.Fatal("the block is not pending free in the snapshot")
+		}
+		open()
+		if err := a.Drain(); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Synchronize(); err != nil {
+			t.Fatalf("the noted stream's work failed: %v", err)
+		}
+		// Now the segment is whole and free: the next miss releases it.
+		y := mustAlloc(t, a, 50*mib, s)
+		if st := a.Stats(); st.NumGrowReleases != 1 || sd.Stats().Frees != 1 {
+			t.Fatalf("after the work finished: %d released, %d driver frees; want 1, 1", st.NumGrowReleases, sd.Stats().Frees)
+		}
+		mustFree(t, a, x)
+		mustFree(t, a, y)
+	})
+	t.Run("work still queued on the owner stream", func(t *testing.T) {
+		dev, sd := openDev(t, "capacity=1GiB")
+		a := newAlloc(t, dev, "")
+		s := dev.DefaultStream()
+		other := streams(t, dev, 1)[0]
+		p := mustAlloc(t, a, 30*mib, s)
+		open, err := sd.Gate(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer open()
+		if err := dev.Memset(p, 7, 30*mib, s); err != nil { // queued behind the gate
+			t.Fatal(err)
+		}
+		mustFree(t, a, p) // reusable on s at once: s runs in order
+		done := make(chan error, 1)
+		go func() {
+			// A miss on another stream: p's whole segment is the oldest.
+			x, err := a.Alloc(40*mib, other)
+			if err == nil {
+				err = a.Free(x)
+			}
+			done <- err
+		}()
+		// The release must wait for s; the driver frees nothing while the
+		// gate holds s's memset back.
+		time.Sleep(50 * time.Millisecond)
+		if n := sd.Stats().Frees; n != 0 {
+			t.Fatalf("%d driver frees while the owner stream's work was queued", n)
+		}
+		open()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Synchronize(); err != nil {
+			t.Fatalf("the owner stream's memset failed (memory freed under it?): %v", err)
+		}
+		if st := a.Stats(); st.NumGrowReleases != 1 || sd.Stats().Frees != 1 {
+			t.Fatalf("%d released, %d driver frees; want 1, 1", st.NumGrowReleases, sd.Stats().Frees)
+		}
+	})
+}
+
+func hasBlockState(snap *Snapshot, addr uint64, state string) bool {
+	for _, seg := range snap.Segments {
+		for _, b := range seg.Blocks {
+			if b.Address == addr && b.State == state {
+				return true
+			}
+		}
+	}
+	return false
+}
