@@ -247,6 +247,30 @@ func fragGoalOK(mode string) func(report.Row) bool {
 	return func(r report.Row) bool { return r.Ours.Median <= limit }
 }
 
+// policyName names the baseline of release-before-growing: devalloc with
+// PyTorch's caching policy, on the same trace in the same run.
+const policyName = "PyTorch policy (release_before_grow:false)"
+
+// Goals of release-before-growing on the shape-changing trace (issue 27):
+// plain at most 0.8x PyTorch's default ratio on the same file. Without
+// -peers the baseline is PyTorch's policy replayed by devalloc here, and
+// the figure must also be at most 0.8x the 1.473 PyTorch 2.11 reached on
+// the ANCHORS.md trace (H100, 2026-11-23); with -peers the baseline is
+// PyTorch itself. Expandable: no worse than PyTorch's expandable 1.044.
+func shapesGoal(mode string) string {
+	if mode == "plain" {
+		return "<= 0.8x PyTorch policy, and <= 1.18 (0.8x PyTorch default 1.473, 2026-11-23)"
+	}
+	return "<= 1.044 (PyTorch expandable, 2026-11-23)"
+}
+
+func shapesGoalOK(mode string) func(report.Row) bool {
+	if mode == "plain" {
+		return func(r report.Row) bool { return r.Ratio >= 1.25 && r.Ours.Median <= 0.8*1.473 }
+	}
+	return func(r report.Row) bool { return r.Ours.Median <= 1.044 }
+}
+
 func trainingParams(env *Env) trace.TrainingParams {
 	p := trace.DefaultTraining
 	if env.Quick {
@@ -402,23 +426,65 @@ func replayThrough(env *Env, events []trace.Event, conf string) (replayResult, e
 	return replayResult{Result: res, stats: st, streamsCreated: ad.created, streamsPeak: ad.peak}, nil
 }
 
+// replayModes are the configurations a trace replays through: the two
+// caching modes, each beside the same mode under PyTorch's policy (the
+// cache kept until an allocation fails), and the uncached baseline.
+var replayModes = []struct{ name, conf, policy string }{
+	{"plain", "", "release_before_grow:false"},
+	{"expandable", "expandable_segments:true", "expandable_segments:true,release_before_grow:false"},
+	{"passthrough", "backend:passthrough", ""},
+}
+
+// replayRows are the figures of one trace through one caching mode, r
+// with release-before-growing and rp under PyTorch's policy: peak reserved
+// over peak allocated, the driver calls each made (and per training step
+// the extra ones release-before-growing costs), retries and OOMs.
+func replayRows(name, mode string, steps int, r, rp replayResult) []Measurement {
+	frag := Measurement{
+		Case: fmt.Sprintf("%s: peak reserved / peak allocated, %s", name, mode), Unit: "x",
+		Ours: r.fragmentation(), Base: rp.fragmentation(), BaseName: policyName,
+	}
+	if name == "shapes" {
+		frag.Goal, frag.GoalOK = shapesGoal(mode), shapesGoalOK(mode)
+	}
+	rows := []Measurement{frag,
+		{Case: fmt.Sprintf("%s: driver allocations, %s", name, mode), Unit: "count",
+			Ours: float64(r.stats.NumDeviceAlloc), Base: float64(rp.stats.NumDeviceAlloc), BaseName: policyName},
+		{Case: fmt.Sprintf("%s: driver frees, %s", name, mode), Unit: "count",
+			Ours: float64(r.stats.NumDeviceFree), Base: float64(rp.stats.NumDeviceFree), BaseName: policyName},
+	}
+	if steps > 0 {
+		per := func(ours, base int64) float64 { return float64(ours-base) / float64(steps) }
+		rows = append(rows,
+			Measurement{Case: fmt.Sprintf("%s: extra driver allocations per step, %s", name, mode), Unit: "count/step",
+				Ours: per(r.stats.NumDeviceAlloc, rp.stats.NumDeviceAlloc)},
+			Measurement{Case: fmt.Sprintf("%s: extra driver frees per step, %s", name, mode), Unit: "count/step",
+				Ours: per(r.stats.NumDeviceFree, rp.stats.NumDeviceFree)})
+	}
+	return append(rows,
+		Measurement{Case: fmt.Sprintf("%s: alloc retries, %s", name, mode), Unit: "count", Ours: float64(r.stats.NumAllocRetries)},
+		Measurement{Case: fmt.Sprintf("%s: OOMs, %s", name, mode), Unit: "count", Ours: float64(r.stats.NumOOMs)})
+}
+
 func replaySuite() Suite {
 	return Suite{
 		Name: "replay", Title: "allocation traces (RMM logging CSV) through devalloc plain, expandable and passthrough",
 		Run: func(env *Env) (Output, error) {
 			var out Output
-			traces := []struct {
+			type replayTrace struct {
 				name   string
 				events []trace.Event
-			}{
-				{"training", trace.Training(trainingParams(env))},
-				{"inference", trace.Inference(inferenceParams(env))},
+				steps  int // training steps; 0 when the trace has none
+			}
+			traces := []replayTrace{
+				{"training", trace.Training(trainingParams(env)), trainingParams(env).Steps},
+				{"inference", trace.Inference(inferenceParams(env)), 0},
+				// In full even with -quick: its warmup needs every step, and
+				// it replays in milliseconds.
+				{"shapes", trace.Training(trace.DefaultShapes), trace.DefaultShapes.Steps},
 			}
 			if env.Trace != "" {
-				traces = append(traces, struct {
-					name   string
-					events []trace.Event
-				}{traceName(env.Trace), env.traceEvents})
+				traces = append(traces, replayTrace{traceName(env.Trace), env.traceEvents, 0})
 			}
 			for _, tr := range traces {
 				if err := writeTrace(env, tr.name+".csv", tr.events); err != nil {
@@ -429,7 +495,7 @@ func replaySuite() Suite {
 					tr.name, sum.Events, sum.Streams, sum.Failures, float64(sum.PeakLive)/(1<<30), tr.name))
 				times := map[string]float64{}
 				var unknown, null int
-				for _, mode := range []struct{ name, conf string }{{"plain", ""}, {"expandable", "expandable_segments:true"}, {"passthrough", "backend:passthrough"}} {
+				for _, mode := range replayModes {
 					env.Step("%s through %s", tr.name, mode.name)
 					r, err := replayThrough(env, tr.events, mode.conf)
 					if err != nil {
@@ -437,14 +503,13 @@ func replaySuite() Suite {
 					}
 					times[mode.name] = float64(r.Elapsed.Microseconds()) / 1000
 					unknown, null = r.UnknownFrees, r.NullAllocs
-					if mode.name != "passthrough" {
-						out.Measurements = append(out.Measurements, Measurement{
-							Case: fmt.Sprintf("%s: peak reserved / peak allocated, %s", tr.name, mode.name), Unit: "x",
-							Ours: r.fragmentation(),
-						})
-						out.Measurements = append(out.Measurements,
-							Measurement{Case: fmt.Sprintf("%s: alloc retries, %s", tr.name, mode.name), Unit: "count", Ours: float64(r.stats.NumAllocRetries)},
-							Measurement{Case: fmt.Sprintf("%s: OOMs, %s", tr.name, mode.name), Unit: "count", Ours: float64(r.stats.NumOOMs)})
+					if mode.policy != "" {
+						env.Step("%s through %s, %s", tr.name, mode.name, policyName)
+						rp, err := replayThrough(env, tr.events, mode.policy)
+						if err != nil {
+							return out, fmt.Errorf("%s %s with %s: %w", tr.name, mode.name, mode.policy, err)
+						}
+						out.Measurements = append(out.Measurements, replayRows(tr.name, mode.name, tr.steps, r, rp)...)
 					}
 					out.Measurements = append(out.Measurements, Measurement{
 						Case: fmt.Sprintf("%s: failed allocations, %s", tr.name, mode.name), Unit: "count", Ours: float64(r.Failed)})
@@ -478,7 +543,7 @@ func replaySuite() Suite {
 // name without .csv, kept apart from the built-in traces' names.
 func traceName(path string) string {
 	name := strings.TrimSuffix(filepath.Base(path), ".csv")
-	if name == "training" || name == "inference" {
+	if name == "training" || name == "inference" || name == "shapes" {
 		name = "trace-" + name
 	}
 	return name

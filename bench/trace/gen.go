@@ -25,6 +25,19 @@ type TrainingParams struct {
 	Batches   []int // batch sizes drawn per step
 	SeqLens   []int // sequence lengths drawn per step
 	ElemBytes int   // bytes per activation element (2: fp16/bf16)
+	// TokenBudget, when not zero, sets each step's batch to TokenBudget /
+	// sequence length (at least 1) instead of drawing it from Batches:
+	// token-budget batching, as length-bucketing data loaders do. The
+	// tokens x hidden activations then keep about the same size from step
+	// to step while the attention probabilities (batch x heads x seq x seq)
+	// grow and shrink with the sequence length.
+	TokenBudget int
+	// SeqWarmup draws step i's sequence length from the first
+	// 2 + i*len(SeqLens)/Steps entries of SeqLens (in increasing order)
+	// rather than from all of them, never the previous step's length:
+	// sequence-length warmup, as curriculum schedules raise the longest
+	// sequence over training, with the shape changing every step.
+	SeqWarmup bool
 }
 
 // DefaultTraining is the built-in training trace ("training" in accbench):
@@ -32,6 +45,22 @@ type TrainingParams struct {
 var DefaultTraining = TrainingParams{
 	Seed: 1, Steps: 12, Layers: 8, Hidden: 1024, Heads: 16,
 	Batches: []int{2, 3, 4, 6}, SeqLens: []int{128, 192, 256, 384, 512},
+	ElemBytes: 2,
+}
+
+// DefaultShapes is the built-in shape-changing training trace ("shapes" in
+// accbench): the training model of DefaultTraining fed by a
+// length-bucketing loader with a budget of 4,096 tokens a step (batch =
+// 4096 / sequence length) and sequence-length warmup over buckets of
+// 128..2,048, so that the shapes change every step and the attention
+// probabilities saved for backward (batch x heads x seq x seq, 16..256 MiB
+// a layer) are cut anew for each new length while the tokens x hidden
+// activations keep their size. About 5,100 events and 4.3 GiB peak live;
+// PyTorch's caching policy reserves about 1.5x that.
+var DefaultShapes = TrainingParams{
+	Seed: 1, Steps: 12, Layers: 8, Hidden: 1024, Heads: 16,
+	SeqLens:     []int{128, 256, 384, 512, 768, 1024, 1536, 2048},
+	TokenBudget: 4096, SeqWarmup: true,
 	ElemBytes: 2,
 }
 
@@ -96,6 +125,26 @@ func (r *recorder) free(p uint64, stream uint64) {
 
 func pick[T any](rng *rand.Rand, xs []T) T { return xs[rng.IntN(len(xs))] }
 
+// shape draws step's batch size and sequence length; prev is the previous
+// step's sequence length.
+func (p *TrainingParams) shape(rng *rand.Rand, step int, prev uint64) (batch, seq uint64) {
+	if p.TokenBudget == 0 && !p.SeqWarmup {
+		return uint64(pick(rng, p.Batches)), uint64(pick(rng, p.SeqLens))
+	}
+	seqs := p.SeqLens
+	if p.SeqWarmup {
+		seqs = seqs[:min(len(seqs), 2+step*len(seqs)/p.Steps)]
+	}
+	seq = uint64(pick(rng, seqs))
+	for p.SeqWarmup && seq == prev && len(seqs) > 1 {
+		seq = uint64(pick(rng, seqs))
+	}
+	if p.TokenBudget > 0 {
+		return max(uint64(p.TokenBudget)/seq, 1), seq
+	}
+	return uint64(pick(rng, p.Batches)), seq
+}
+
 // Training generates the trace p describes.
 func Training(p TrainingParams) []Event {
 	rng := rand.New(rand.NewPCG(p.Seed, 0x7261696e))
@@ -119,8 +168,10 @@ func Training(p TrainingParams) []Event {
 			gradSizes = append(gradSizes, n*eb)
 		}
 	}
+	var s uint64
 	for step := range p.Steps {
-		b, s := uint64(pick(rng, p.Batches)), uint64(pick(rng, p.SeqLens))
+		var b uint64
+		b, s = p.shape(rng, step, s)
 		tok := b * s
 		type saved struct{ ptrs []uint64 }
 		var stack []saved

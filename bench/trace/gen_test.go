@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,6 +14,7 @@ func TestGeneratorsBalancedAndDeterministic(t *testing.T) {
 	for name, gen := range map[string]func() []Event{
 		"training":  func() []Event { return Training(DefaultTraining) },
 		"inference": func() []Event { return Inference(DefaultInference) },
+		"shapes":    func() []Event { return Training(DefaultShapes) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			a, b := gen(), gen()
@@ -320,5 +322,55 @@ func TestManyStreams(t *testing.T) {
 		} else if s.PeakLive != want {
 			t.Errorf("no keep: peak live %d, want %d", s.PeakLive, want)
 		}
+	}
+}
+
+// TestShapesChangeEachStep checks the shape-changing trace's schedule,
+// recovered from the trace itself: each forward layer allocates its
+// layer-norm output (tokens x hidden), its QKV (three times that), the
+// attention scores and the probabilities (batch x heads x seq x seq each),
+// then frees the scores. Every step must differ in shape from the one
+// before, batch must follow the token budget, and the sequence lengths
+// must warm up.
+func TestShapesChangeEachStep(t *testing.T) {
+	p := DefaultShapes
+	unit := uint64(p.Hidden * p.ElemBytes)
+	ev := Training(p)
+	var seqs, batches []uint64 // per forward layer
+	for k := 0; k+4 < len(ev); k++ {
+		ln, qkv, sc, pr, fr := ev[k], ev[k+1], ev[k+2], ev[k+3], ev[k+4]
+		if ln.Action != Alloc || qkv.Action != Alloc || sc.Action != Alloc || pr.Action != Alloc || fr.Action != Free ||
+			qkv.Size != 3*ln.Size || sc.Size != pr.Size || fr.Ptr != sc.Ptr || ln.Size%unit != 0 {
+			continue
+		}
+		tok := ln.Size / unit
+		s := sc.Size / (tok * uint64(p.Heads*p.ElemBytes))
+		if s == 0 || tok%s != 0 {
+			t.Fatalf("event %d: scores of %d bytes for %d tokens: not batch x heads x seq x seq", k, sc.Size, tok)
+		}
+		seqs, batches = append(seqs, s), append(batches, tok/s)
+	}
+	if len(seqs) != p.Steps*p.Layers {
+		t.Fatalf("found %d forward layers, want %d steps x %d layers", len(seqs), p.Steps, p.Layers)
+	}
+	for step := range p.Steps {
+		s, b := seqs[step*p.Layers], batches[step*p.Layers]
+		for l := 1; l < p.Layers; l++ {
+			if seqs[step*p.Layers+l] != s || batches[step*p.Layers+l] != b {
+				t.Fatalf("step %d: layers of different shapes", step)
+			}
+		}
+		if b != max(uint64(p.TokenBudget)/s, 1) {
+			t.Errorf("step %d: batch %d for sequence %d, want the token budget %d over the sequence", step, b, s, p.TokenBudget)
+		}
+		if window := p.SeqLens[:min(len(p.SeqLens), 2+step*len(p.SeqLens)/p.Steps)]; !slices.Contains(window, int(s)) {
+			t.Errorf("step %d: sequence %d outside the warmed-up buckets %v", step, s, window)
+		}
+		if step > 0 && s == seqs[(step-1)*p.Layers] {
+			t.Errorf("step %d: same shape (%d x %d) as the step before", step, b, s)
+		}
+	}
+	if first, last := seqs[0], seqs[len(seqs)-1]; last <= first {
+		t.Errorf("sequence %d at the start, %d at the end: no warmup", first, last)
 	}
 }
