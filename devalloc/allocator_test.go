@@ -546,11 +546,21 @@ func TestExpandableUnmapsInteriorPages(t *testing.T) {
 }
 
 // Memory cached between live blocks of one stream's range goes back to the
-// device on OOM, so another stream can map it.
+// device so another stream can map it: before that stream grows
+// (release-before-growing, the default), or on OOM under PyTorch's policy.
 func TestExpandableOOMReleasesInteriorPages(t *testing.T) {
+	for _, tc := range []struct {
+		conf    string
+		retries int64
+	}{{"expandable_segments:true", 0}, {"expandable_segments:true,release_before_grow:false", 1}} {
+		t.Run(tc.conf, func(t *testing.T) { expandableInteriorPages(t, tc.conf, tc.retries) })
+	}
+}
+
+func expandableInteriorPages(t *testing.T, conf string, retries int64) {
 	dev, _ := openDev(t, "capacity=16MiB")
 	ss := streams(t, dev, 2)
-	a := newAlloc(t, dev, "expandable_segments:true")
+	a := newAlloc(t, dev, conf)
 	sh := newShadow()
 	var ps []driver.Ptr
 	for range 8 {
@@ -569,9 +579,10 @@ func TestExpandableOOMReleasesInteriorPages(t *testing.T) {
 	sh.add(q, 8*mib)
 	sh.check(t)
 	st := a.Stats()
-	if st.NumAllocRetries != 1 || st.ReservedBytes.All().Current != 12*mib {
-		t.Errorf("retries %d reserved %d; want 1 retry and 4+8 MiB reserved", st.NumAllocRetries, st.ReservedBytes.All().Current)
+	if st.NumAllocRetries != retries || st.ReservedBytes.All().Current != 12*mib {
+		t.Errorf("retries %d reserved %d; want %d retries and 4+8 MiB reserved", st.NumAllocRetries, st.ReservedBytes.All().Current, retries)
 	}
+	checkIndexes(t, a)
 	consistent(t, a.Snapshot())
 	// Now the device is full of live blocks: no setting would help.
 	_, err = a.Alloc(8*mib, ss[1])

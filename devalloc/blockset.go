@@ -36,6 +36,10 @@ type blockSet struct {
 	// path pays no extra call for it; small is the set's pool.
 	idx   *releaseIndex
 	small bool
+	// onPage counts this set's blocks on the release index's page list,
+	// so that releasing other sets' pages can tell at once whether there
+	// are any.
+	onPage int
 }
 
 const (
@@ -156,7 +160,8 @@ func (s *blockSet) insert(b *block) {
 				x.whole[boolBit(s.small)].push(b, listWhole)
 			}
 		} else if x.holdsPage(b) {
-			x.page.push(b, listPage)
+			x.page[boolBit(s.small)].push(b, listPage)
+			s.onPage++
 		}
 	}
 	if b.size >= bucketedLimit {
@@ -243,7 +248,8 @@ func (s *blockSet) remove(b *block) bool {
 		case listWhole:
 			x.whole[boolBit(s.small)].remove(b)
 		case listPage:
-			x.page.remove(b)
+			x.page[boolBit(s.small)].remove(b)
+			s.onPage--
 		}
 	}
 	return true

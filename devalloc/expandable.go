@@ -164,6 +164,9 @@ func (a *Allocator) growExpandableLocked(fs *freeSet, rsize, size uint64, s driv
 		// No range has room: live blocks spread over the address space
 		// can leave no run long enough while the device has memory.
 		// Reserve another range, as PyTorch does.
+		if !a.cfg.KeepCacheOnGrow {
+			a.releaseOthersLocked(fs, a.roundPage(rsize))
+		}
 		if rsize > a.vaSize() {
 			return nil, fmt.Errorf("devalloc: %s is more than an expandable range holds (%s): %w",
 				formatBytes(rsize), formatBytes(a.vaSize()), driver.ErrOutOfMemory)
@@ -178,6 +181,9 @@ func (a *Allocator) growExpandableLocked(fs *freeSet, rsize, size uint64, s driv
 	// new pages with the free blocks on both sides, so b grows from the
 	// run's start until it fits; a failed mapping leaves what was mapped
 	// as ordinary free cache.
+	if !a.cfg.KeepCacheOnGrow {
+		a.releaseOthersLocked(fs, a.mapNeed(b, rsize))
+	}
 	var err error
 	if b.state == stateUnmapped {
 		if b, err = a.mapHoleLocked(fs, b, min(b.size, a.roundPage(rsize))); err != nil {
@@ -198,6 +204,64 @@ func (a *Allocator) growExpandableLocked(fs *freeSet, rsize, size uint64, s driv
 	fs.free.remove(b)
 	a.commitLocked(fs, b, rsize, size, s)
 	return b, nil
+}
+
+// mapNeed returns the bytes growExpandableLocked maps for rsize bytes in
+// the run that starts at b: the holes it fills, whole pages, up to where
+// the run holds rsize.
+func (a *Allocator) mapNeed(b *block, rsize uint64) uint64 {
+	var have, need uint64
+	for x := b; x != nil && have < rsize; x = x.next {
+		if x.state == stateFree {
+			have += x.size
+			continue
+		}
+		m := min(x.size, a.roundPage(rsize-have))
+		need, have = need+m, have+m
+	}
+	return need
+}
+
+// releaseOthersLocked is release-before-growing for expandable segments:
+// before fs maps need more bytes, it unmaps the free whole pages that
+// other streams' large-pool ranges hold, oldest freed first, until they
+// cover need, each owner stream synchronised first as in shrinkLocked. The
+// free pages of fs's own ranges stay mapped: the run being grown may take
+// them, and a later request of fs merges them with new pages, which is
+// what keeps expandable segments unfragmented. a.mu held.
+func (a *Allocator) releaseOthersLocked(fs *freeSet, need uint64) {
+	l := &a.rel.page[0]
+	mine := 0
+	if !fs.small {
+		mine = fs.free.onPage
+	}
+	if l.n == mine {
+		return
+	}
+	var freed uint64
+	var released int64
+	var synced []*freeSet
+	for b := l.head; b != nil && freed < need; {
+		// unmapFreeLocked takes b off the list and puts no block of less
+		// than a page on it, so the next one stays valid.
+		a.visits++
+		next := b.rnext
+		if owner := b.seg.set; owner != fs {
+			if !slices.Contains(synced, owner) {
+				synced = append(synced, owner)
+				_ = owner.stream.Synchronize() // as in freeSegments
+			}
+			// A failed unmap leaves the pages mapped and counted; the
+			// grow goes on either way.
+			n, _ := a.unmapFreeLocked(owner, b)
+			if n > 0 {
+				freed += n
+				released++
+			}
+		}
+		b = next
+	}
+	a.st.numGrowReleases += released
 }
 
 // newRangeLocked reserves a new expandable range for fs: one hole. a.mu
@@ -306,21 +370,23 @@ func (a *Allocator) setRangeEmptyLocked(seg *segment, empty bool) {
 func (a *Allocator) shrinkLocked() error {
 	var errs []error
 	synced := make(map[*freeSet]bool)
-	for b := a.rel.page.head; b != nil; {
-		// unmapFreeLocked takes b off the list (or, failing, leaves it
-		// as it was) and puts no block of less than a page on it, so
-		// the next one stays valid.
-		a.visits++
-		next := b.rnext
-		fs := b.seg.set
-		if !synced[fs] {
-			synced[fs] = true
-			_ = fs.stream.Synchronize() // as in freeSegments
+	for i := range a.rel.page {
+		for b := a.rel.page[i].head; b != nil; {
+			// unmapFreeLocked takes b off the list (or, failing, leaves
+			// it as it was) and puts no block of less than a page on it,
+			// so the next one stays valid.
+			a.visits++
+			next := b.rnext
+			fs := b.seg.set
+			if !synced[fs] {
+				synced[fs] = true
+				_ = fs.stream.Synchronize() // as in freeSegments
+			}
+			if _, err := a.unmapFreeLocked(fs, b); err != nil {
+				errs = append(errs, err)
+			}
+			b = next
 		}
-		if _, err := a.unmapFreeLocked(fs, b); err != nil {
-			errs = append(errs, err)
-		}
-		b = next
 	}
 	for seg := range a.emptyRanges {
 		a.visits++
@@ -343,20 +409,20 @@ func (a *Allocator) shrinkLocked() error {
 
 // unmapFreeLocked unmaps the whole pages inside free block b, leaving any
 // partial pages at its ends as smaller free blocks, and merges the new hole
-// with neighbouring holes. It returns the block to continue a walk of the
-// segment from. a.mu held.
-func (a *Allocator) unmapFreeLocked(fs *freeSet, b *block) (*block, error) {
+// with neighbouring holes. It returns how many bytes it unmapped. a.mu
+// held.
+func (a *Allocator) unmapFreeLocked(fs *freeSet, b *block) (uint64, error) {
 	seg := b.seg
 	off := uint64(b.ptr - seg.ptr)
 	begin := a.roundPage(off)
 	end := (off + b.size) / a.gran * a.gran
 	if begin >= end {
-		return b.next, nil
+		return 0, nil
 	}
 	n := end - begin
 	unmapped, releaseErr := seg.exp.unmapPages(seg.ptr+driver.Ptr(begin), n)
 	if !unmapped {
-		return b.next, releaseErr
+		return 0, releaseErr
 	}
 	fs.free.remove(b)
 	if begin > off {
@@ -390,5 +456,5 @@ func (a *Allocator) unmapFreeLocked(fs *freeSet, b *block) (*block, error) {
 	if a.hist != nil {
 		a.hist.add(actSegmentUnmap, seg.ptr+driver.Ptr(begin), n, fs.stream.ID())
 	}
-	return b.next, releaseErr
+	return n, releaseErr
 }

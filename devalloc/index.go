@@ -18,8 +18,10 @@ package devalloc
 //     freedAt order, and the oldest of both pools is the head with the
 //     lower freedAt: garbage collection and the OOM path release from the
 //     heads, oldest first; release-before-growing from the large pool's.
-//   - page: free blocks of expandable ranges that hold at least one whole
-//     page, which EmptyCache and the OOM path unmap.
+//   - page: per pool, free blocks of expandable ranges that hold at least
+//     one whole page, in the order they became free, which EmptyCache and
+//     the OOM path unmap, and release-before-growing in other streams'
+//     ranges of the large pool.
 //   - max: per pool, the largest free block size and how many free blocks
 //     have it, for the OOM message, Stats and cross-stream reuse. The hit
 //     path updates it with a compare; only when every block of the
@@ -107,7 +109,7 @@ func (m *freeMax) removed(size uint64) {
 // the allocator's one and keeps it current as blocks come and go.
 type releaseIndex struct {
 	whole [2]blockList // by boolBit(small): free whole plain segments, oldest freed first
-	page  blockList    // free expandable blocks holding a whole page
+	page  [2]blockList // by boolBit(small): free expandable blocks holding a whole page, oldest first
 	max   [2]freeMax   // by boolBit(small)
 	gran  uint64       // the VMM page (expandable segments), else 0
 	// freed numbers the frees (freedAt), so that the whole lists of the

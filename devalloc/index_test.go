@@ -19,11 +19,12 @@ func checkIndexes(t testing.TB, a *Allocator) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	onList := map[*block]uint8{}
+	onPage := map[*freeSet]int{}
 	for _, l := range []struct {
 		list  *blockList
 		which uint8
 		small bool
-	}{{&a.rel.whole[0], listWhole, false}, {&a.rel.whole[1], listWhole, true}, {&a.rel.page, listPage, false}} {
+	}{{&a.rel.whole[0], listWhole, false}, {&a.rel.whole[1], listWhole, true}, {&a.rel.page[0], listPage, false}, {&a.rel.page[1], listPage, true}} {
 		n := 0
 		var prev *block
 		for b := l.list.head; b != nil; b = b.rnext {
@@ -33,8 +34,11 @@ func checkIndexes(t testing.TB, a *Allocator) {
 			if l.which == listWhole && prev != nil && prev.freedAt >= b.freedAt {
 				t.Fatalf("whole list out of freedAt order: %d before %d", prev.freedAt, b.freedAt)
 			}
-			if l.which == listWhole && b.seg.set.small != l.small {
-				t.Fatalf("segment %v of the small pool %v on the whole list of the other pool", b.ptr, b.seg.set.small)
+			if b.seg.set.small != l.small {
+				t.Fatalf("block %v of the small pool %v on release list %d of the other pool", b.ptr, b.seg.set.small, l.which)
+			}
+			if l.which == listPage {
+				onPage[b.seg.set]++
 			}
 			onList[b] = l.which
 			prev, n = b, n+1
@@ -52,6 +56,9 @@ func checkIndexes(t testing.TB, a *Allocator) {
 		}
 		if a.lookupLocked(fs.id, fs.small) != fs {
 			t.Fatalf("set of stream %d (small %v) is not indexed", fs.id, fs.small)
+		}
+		if fs.free.onPage != onPage[fs] {
+			t.Fatalf("set of stream %d (small %v) counts %d blocks on the page list, %d are", fs.id, fs.small, fs.free.onPage, onPage[fs])
 		}
 		for seg := range fs.segs {
 			if seg.exp != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/sim"
 )
 
 // TestReleaseBeforeGrow checks the default policy against PyTorch's: a miss
@@ -78,93 +79,146 @@ func TestReleaseBeforeGrow(t *testing.T) {
 }
 
 // TestReleaseBeforeGrowStreamSafe shows that release-before-growing never
-// frees a segment whose stream work is pending: a block noted on another
-// stream keeps its segment until that work is done, and a block freed on
-// its own stream with work still queued there goes back to the driver only
-// after that work has run.
+// frees a segment (or, with expandable segments, unmaps pages) whose stream
+// work is pending: a block noted on another stream keeps its memory until
+// that work is done, and a block freed on its own stream with work still
+// queued there goes back to the driver only after that work has run.
 func TestReleaseBeforeGrowStreamSafe(t *testing.T) {
-	t.Run("pending free on a noted stream", func(t *testing.T) {
-		dev, sd := openDev(t, "capacity=1GiB")
-		a := newAlloc(t, dev, "")
-		s := dev.DefaultStream()
-		other := streams(t, dev, 1)[0]
-		p := mustAlloc(t, a, 30*mib, s)
-		open, err := sd.Gate(other)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer open()
-		if err := dev.Memset(p, 7, 30*mib, other); err != nil { // queued behind the gate
-			t.Fatal(err)
-		}
-		if err := a.RecordStream(p, other); err != nil {
-			t.Fatal(err)
-		}
-		mustFree(t, a, p) // pending: other's memset has not run
-		x := mustAlloc(t, a, 40*mib, s)
-		if st := a.Stats(); st.NumGrowReleases != 0 || sd.Stats().Frees != 0 {
-			t.Fatalf("with the noted stream's work pending: %d segments released, %d driver frees; want none",
-				st.NumGrowReleases, sd.Stats().Frees)
-		}
-		if !hasBlockState(a.Snapshot(), uint64(p), StateActivePendingFree) {
-			t.Fatal("the block is not pending free in the snapshot")
-		}
-		open()
-		if err := a.Drain(); err != nil {
-			t.Fatal(err)
-		}
-		if err := other.Synchronize(); err != nil {
-			t.Fatalf("the noted stream's work failed: %v", err)
-		}
-		// Now the segment is whole and free: the next miss releases it.
-		y := mustAlloc(t, a, 50*mib, s)
-		if st := a.Stats(); st.NumGrowReleases != 1 || sd.Stats().Frees != 1 {
-			t.Fatalf("after the work finished: %d released, %d driver frees; want 1, 1", st.NumGrowReleases, sd.Stats().Frees)
-		}
-		mustFree(t, a, x)
-		mustFree(t, a, y)
-	})
-	t.Run("work still queued on the owner stream", func(t *testing.T) {
-		dev, sd := openDev(t, "capacity=1GiB")
-		a := newAlloc(t, dev, "")
-		s := dev.DefaultStream()
-		other := streams(t, dev, 1)[0]
-		p := mustAlloc(t, a, 30*mib, s)
-		open, err := sd.Gate(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer open()
-		if err := dev.Memset(p, 7, 30*mib, s); err != nil { // queued behind the gate
-			t.Fatal(err)
-		}
-		mustFree(t, a, p) // reusable on s at once: s runs in order
-		done := make(chan error, 1)
-		go func() {
-			// A miss on another stream: p's whole segment is the oldest.
-			x, err := a.Alloc(40*mib, other)
-			if err == nil {
-				err = a.Free(x)
+	// released counts the driver calls that give memory back.
+	released := func(sd *sim.Device) uint64 { st := sd.Stats(); return st.Frees + st.MemUnmaps }
+	for _, conf := range []string{"", "expandable_segments:true"} {
+		mode := map[string]string{"": "plain: ", "expandable_segments:true": "expandable: "}[conf]
+		t.Run(mode+"pending free on a noted stream", func(t *testing.T) {
+			dev, sd := openDev(t, "capacity=1GiB")
+			a := newAlloc(t, dev, conf)
+			s := dev.DefaultStream()
+			ss := streams(t, dev, 2)
+			other, third := ss[0], ss[1]
+			p := mustAlloc(t, a, 30*mib, s)
+			open, err := sd.Gate(other)
+			if err != nil {
+				t.Fatal(err)
 			}
-			done <- err
-		}()
-		// The release must wait for s; the driver frees nothing while the
-		// gate holds s's memset back.
-		time.Sleep(50 * time.Millisecond)
-		if n := sd.Stats().Frees; n != 0 {
-			t.Fatalf("%d driver frees while the owner stream's work was queued", n)
-		}
-		open()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Synchronize(); err != nil {
-			t.Fatalf("the owner stream's memset failed (memory freed under it?): %v", err)
-		}
-		if st := a.Stats(); st.NumGrowReleases != 1 || sd.Stats().Frees != 1 {
-			t.Fatalf("%d released, %d driver frees; want 1, 1", st.NumGrowReleases, sd.Stats().Frees)
-		}
-	})
+			defer open()
+			if err := dev.Memset(p, 7, 30*mib, other); err != nil { // queued behind the gate
+				t.Fatal(err)
+			}
+			if err := a.RecordStream(p, other); err != nil {
+				t.Fatal(err)
+			}
+			mustFree(t, a, p) // pending: other's memset has not run
+			x := mustAlloc(t, a, 40*mib, third)
+			if st := a.Stats(); st.NumGrowReleases != 0 || released(sd) != 0 {
+				t.Fatalf("with the noted stream's work pending: %d releases, %d driver frees or unmaps; want none",
+					st.NumGrowReleases, released(sd))
+			}
+			if !hasBlockState(a.Snapshot(), uint64(p), StateActivePendingFree) {
+				t.Fatal("the block is not pending free in the snapshot")
+			}
+			open()
+			if err := a.Drain(); err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Synchronize(); err != nil {
+				t.Fatalf("the noted stream's work failed: %v", err)
+			}
+			// Now the block is free: the next miss on another stream
+			// releases its memory.
+			y := mustAlloc(t, a, 50*mib, third)
+			if st := a.Stats(); st.NumGrowReleases != 1 || released(sd) != 1 {
+				t.Fatalf("after the work finished: %d releases, %d driver frees or unmaps; want 1, 1", st.NumGrowReleases, released(sd))
+			}
+			mustFree(t, a, x)
+			mustFree(t, a, y)
+			checkIndexes(t, a)
+		})
+		t.Run(mode+"work still queued on the owner stream", func(t *testing.T) {
+			dev, sd := openDev(t, "capacity=1GiB")
+			a := newAlloc(t, dev, conf)
+			s := dev.DefaultStream()
+			other := streams(t, dev, 1)[0]
+			p := mustAlloc(t, a, 30*mib, s)
+			open, err := sd.Gate(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer open()
+			if err := dev.Memset(p, 7, 30*mib, s); err != nil { // queued behind the gate
+				t.Fatal(err)
+			}
+			mustFree(t, a, p) // reusable on s at once: s runs in order
+			done := make(chan error, 1)
+			go func() {
+				// A miss on another stream: p's memory is the oldest free.
+				x, err := a.Alloc(40*mib, other)
+				if err == nil {
+					err = a.Free(x)
+				}
+				done <- err
+			}()
+			// The release must wait for s; the driver releases nothing
+			// while the gate holds s's memset back.
+			time.Sleep(50 * time.Millisecond)
+			if n := released(sd); n != 0 {
+				t.Fatalf("%d driver frees or unmaps while the owner stream's work was queued", n)
+			}
+			open()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Synchronize(); err != nil {
+				t.Fatalf("the owner stream's memset failed (memory released under it?): %v", err)
+			}
+			if st := a.Stats(); st.NumGrowReleases != 1 || released(sd) != 1 {
+				t.Fatalf("%d releases, %d driver frees or unmaps; want 1, 1", st.NumGrowReleases, released(sd))
+			}
+		})
+	}
+}
+
+// TestReleaseBeforeGrowExpandable checks release-before-growing with
+// expandable segments: a stream about to map pages first unmaps free pages
+// that other streams' large-pool ranges hold; its own free pages, and the
+// small pool's, stay mapped.
+func TestReleaseBeforeGrowExpandable(t *testing.T) {
+	for _, tc := range []struct {
+		conf     string
+		released int64
+		reserved int64 // MiB
+	}{
+		// Their 64 MiB unmapped, my older free 20 MiB kept: 2 (their
+		// small page) + 20 + 20 (mine, one live, one free) + 64.
+		{"expandable_segments:true", 1, 2 + 40 + 64},
+		{"expandable_segments:true,release_before_grow:false", 0, 2 + 40 + 64 + 64},
+	} {
+		t.Run(tc.conf, func(t *testing.T) {
+			dev, sd := openDev(t, "capacity=1GiB")
+			a := newAlloc(t, dev, tc.conf)
+			ss := streams(t, dev, 2)
+			mine, theirs := ss[0], ss[1]
+			big := mustAlloc(t, a, 64*mib, theirs)        // their large range: 64 MiB
+			mustFree(t, a, mustAlloc(t, a, 1000, theirs)) // their small range: a free page
+			first := mustAlloc(t, a, 20*mib, mine)        // my range: 20 MiB ...
+			live := mustAlloc(t, a, 20*mib, mine)         // ... and 20 more, kept live
+			mustFree(t, a, first)                         // the oldest free pages: mine, before a live block
+			mustFree(t, a, big)                           // then theirs
+			x := mustAlloc(t, a, 64*mib, mine)            // maps 64 MiB after the live block
+			st := a.Stats()
+			if st.NumGrowReleases != tc.released || st.ReservedBytes.All().Current != tc.reserved*mib {
+				t.Errorf("released %d, reserved %d MiB; want %d, %d MiB", st.NumGrowReleases, st.ReservedBytes.All().Current/mib, tc.released, tc.reserved)
+			}
+			if got := int64(sd.Stats().MemUnmaps); got != tc.released {
+				t.Errorf("%d unmaps, want %d", got, tc.released)
+			}
+			if st.Segment.Small().Current != 1 || st.ReservedBytes.Small().Current != 2*mib {
+				t.Errorf("small pool: %d ranges, %d bytes reserved; want its page kept", st.Segment.Small().Current, st.ReservedBytes.Small().Current)
+			}
+			mustFree(t, a, x)
+			mustFree(t, a, live)
+			checkIndexes(t, a)
+			consistent(t, a.Snapshot())
+		})
+	}
 }
 
 func hasBlockState(snap *Snapshot, addr uint64, state string) bool {
