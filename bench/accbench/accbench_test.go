@@ -149,18 +149,30 @@ func TestUsage(t *testing.T) {
 }
 
 func TestMergePeers(t *testing.T) {
-	res := &report.Results{Suites: []report.Suite{{Name: "devalloc", Rows: []report.Row{{Case: hitPathCase, Unit: "ns/pair", Ours: report.NewStat(100)}}}}}
+	shapes := "shapes: peak reserved / peak allocated, plain"
+	policy := report.NewStat(1.43)
+	res := &report.Results{Suites: []report.Suite{
+		{Name: "devalloc", Rows: []report.Row{{Case: hitPathCase, Unit: "ns/pair", Ours: report.NewStat(100)}}},
+		{Name: "replay", Rows: []report.Row{{Case: shapes, Unit: "x", Ours: report.NewStat(1.1), Base: &policy, BaseName: policyName}}},
+	}}
 	mergePeers(res, []peerRecord{
 		{Peer: "torch", Version: "2.11", Case: "device_pool", Value: 600, Unit: "ns/pair"},
 		{Peer: "torch", Case: "host_pair", Value: 120, Unit: "ns/pair", Size: 4096},
 		{Peer: "cuda.core", Error: "no module"},
+		{Peer: "torch", Version: "2.11", Case: "trace", Trace: "shapes.csv", Config: "default", Ratio: 1.32},
 	})
 	row := res.Suites[0].Rows[0]
 	if row.Base == nil || row.Ratio != 6 || row.GoalMet == nil || !*row.GoalMet || !row.Peer {
 		t.Errorf("merged row %+v", row)
 	}
-	if len(res.Suites) != 2 || res.Suites[1].Name != "peers" || len(res.Suites[1].Rows) != 1 || len(res.Suites[1].Notes) != 1 {
-		t.Errorf("unmatched peer figures: %+v", res.Suites[1:])
+	// PyTorch's own ratio replaces the policy replayed here; 1.32/1.1 =
+	// 1.2x misses the 0.8x goal.
+	sr := res.Suites[1].Rows[0]
+	if sr.Base == nil || sr.Base.Median != 1.32 || sr.BaseName != "torch 2.11" || sr.GoalMet == nil || *sr.GoalMet {
+		t.Errorf("merged shapes row %+v", sr)
+	}
+	if len(res.Suites) != 3 || res.Suites[2].Name != "peers" || len(res.Suites[2].Rows) != 1 || len(res.Suites[2].Notes) != 1 {
+		t.Errorf("unmatched peer figures: %+v", res.Suites[2:])
 	}
 }
 

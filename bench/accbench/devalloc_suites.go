@@ -426,6 +426,10 @@ func replayThrough(env *Env, events []trace.Event, conf string) (replayResult, e
 	return replayResult{Result: res, stats: st, streamsCreated: ad.created, streamsPeak: ad.peak}, nil
 }
 
+// streamsParams is the built-in "streams" trace: 64 requests on streams
+// of their own, 30 MiB each, freed before the next stream allocates.
+var streamsParams = trace.StreamsParams{Streams: 64, Size: 30 << 20}
+
 // replayModes are the configurations a trace replays through: the two
 // caching modes, each beside the same mode under PyTorch's policy (the
 // cache kept until an allocation fails), and the uncached baseline.
@@ -482,6 +486,9 @@ func replaySuite() Suite {
 				// In full even with -quick: its warmup needs every step, and
 				// it replays in milliseconds.
 				{"shapes", trace.Training(trace.DefaultShapes), trace.DefaultShapes.Steps},
+				// A stream per request, each using its memory once: what
+				// a per-stream cache keeps when nothing releases it.
+				{"streams", trace.ManyStreams(streamsParams), 0},
 			}
 			if env.Trace != "" {
 				traces = append(traces, replayTrace{traceName(env.Trace), env.traceEvents, 0})
@@ -543,7 +550,7 @@ func replaySuite() Suite {
 // name without .csv, kept apart from the built-in traces' names.
 func traceName(path string) string {
 	name := strings.TrimSuffix(filepath.Base(path), ".csv")
-	if name == "training" || name == "inference" || name == "shapes" {
+	if name == "training" || name == "inference" || name == "shapes" || name == "streams" {
 		name = "trace-" + name
 	}
 	return name

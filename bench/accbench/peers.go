@@ -122,7 +122,11 @@ func targetFor(r peerRecord) (peerTarget, bool) {
 			mode = "expandable"
 		}
 		name := strings.TrimSuffix(r.Trace, ".csv")
-		return peerTarget{"replay", fmt.Sprintf("%s: peak reserved / peak allocated, %s", name, mode), "", nil}, true
+		t := peerTarget{"replay", fmt.Sprintf("%s: peak reserved / peak allocated, %s", name, mode), "", nil}
+		if name == "shapes" && mode == "plain" { // issue 27: at most 0.8x PyTorch's default
+			t.goal, t.goalOK = "<= 0.8x PyTorch", func(r report.Row) bool { return r.Ratio >= 1.25 }
+		}
+		return t, true
 	case r.Peer == "cuda.core":
 		switch r.Case {
 		case "inmemory_put":
