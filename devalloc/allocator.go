@@ -44,6 +44,12 @@ package devalloc
 //   memory is and what to try. The release takes what index.go keeps
 //   listed, so it costs what it releases, not a scan of every stream's
 //   cache.
+// - Release before growing (default; release_before_grow:false is
+//   PyTorch's policy): before a miss reserves a new plain segment, cached
+//   whole segments of the large pool, any stream, are released oldest
+//   freed first until they cover it; with expandable segments, other
+//   streams' free large-pool pages are unmapped before mapping. PyTorch
+//   keeps them until an allocation fails, when the peak is already there.
 // - garbage_collection_threshold: before growing, when reserved memory
 //   would pass that fraction of the limit, release cached whole segments,
 //   the ones freed longest ago first.

@@ -5,7 +5,9 @@
 // max_split_size, stream-ordered reuse with RecordStream (through
 // evpool.Deferred), an OOM path that releases the cache and retries, memory
 // limits, garbage collection, expandable segments on devices with
-// driver.VMM, PyTorch-named statistics and memory snapshots.
+// driver.VMM, PyTorch-named statistics and memory snapshots. By default it
+// also releases cached segments no request fits before the pool grows,
+// where PyTorch waits for an allocation to fail (release_before_grow).
 //
 // Configuration uses PyTorch's syntax, from ACCELKIT_ALLOC_CONF:
 //
