@@ -381,8 +381,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: HistoryEntries %d: want [0, %d]", ErrConfig, c.HistoryEntries, maxHistoryEntries)
 	}
 	for _, part := range splitTopLevel(c.Ignored) {
+		if c.Ignored == "" {
+			break
+		}
 		k, v, ok := strings.Cut(part, ":")
-		if _, known := pytorchOnly[k]; c.Ignored != "" && (!ok || v == "" || !known && !(k == "backend" && asyncBackend[v])) {
+		_, known := pytorchOnly[k]
+		if !ok || v == "" || !known && (k != "backend" || !asyncBackend[v]) {
 			return fmt.Errorf("%w: Ignored entry %q: want key:value of a PyTorch key devalloc accepts and ignores (%s, backend:cudaMallocAsync)",
 				ErrConfig, part, strings.Join(slices.Sorted(maps.Keys(pytorchOnly)), ", "))
 		}
