@@ -95,14 +95,7 @@ func TestReleaseBeforeGrowStreamSafe(t *testing.T) {
 			ss := streams(t, dev, 2)
 			other, third := ss[0], ss[1]
 			p := mustAlloc(t, a, 30*mib, s)
-			open, err := sd.Gate(other)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer open()
-			if err := dev.Memset(p, 7, 30*mib, other); err != nil { // queued behind the gate
-				t.Fatal(err)
-			}
+			open := memsetBehindGate(t, sd, other, p, 30*mib)
 			if err := a.RecordStream(p, other); err != nil {
 				t.Fatal(err)
 			}
@@ -138,14 +131,7 @@ func TestReleaseBeforeGrowStreamSafe(t *testing.T) {
 			s := dev.DefaultStream()
 			other := streams(t, dev, 1)[0]
 			p := mustAlloc(t, a, 30*mib, s)
-			open, err := sd.Gate(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer open()
-			if err := dev.Memset(p, 7, 30*mib, s); err != nil { // queued behind the gate
-				t.Fatal(err)
-			}
+			open := memsetBehindGate(t, sd, s, p, 30*mib)
 			mustFree(t, a, p) // reusable on s at once: s runs in order
 			done := make(chan error, 1)
 			go func() {
@@ -219,6 +205,21 @@ func TestReleaseBeforeGrowExpandable(t *testing.T) {
 			consistent(t, a.Snapshot())
 		})
 	}
+}
+
+// memsetBehindGate queues a memset of the n bytes at p on s behind a closed
+// gate, and returns the gate's opener (also called at cleanup).
+func memsetBehindGate(t *testing.T, sd *sim.Device, s driver.Stream, p driver.Ptr, n uint64) (open func()) {
+	t.Helper()
+	open, err := sd.Gate(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(open)
+	if err := s.Device().Memset(p, 7, n, s); err != nil {
+		t.Fatal(err)
+	}
+	return open
 }
 
 func hasBlockState(snap *Snapshot, addr uint64, state string) bool {
