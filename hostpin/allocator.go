@@ -111,6 +111,7 @@ func (a *Allocator) Alloc(size int) (*Buffer, error) {
 		return &Buffer{c: &a.core, blk: blk, n: size}, nil
 	}
 	a.stats.Misses++
+	epoch := a.epoch
 	a.mu.Unlock()
 
 	var (
@@ -123,7 +124,7 @@ func (a *Allocator) Alloc(size int) (*Buffer, error) {
 		blk, err = a.allocStandalone(want)
 	}
 	if err != nil {
-		a.undoRequest()
+		a.undoRequest(epoch)
 		return nil, err
 	}
 	return &Buffer{c: &a.core, blk: blk, n: size}, nil
@@ -139,7 +140,7 @@ func (a *Allocator) allocStandalone(want int) (*block, error) {
 	blk := &block{mem: hb.Bytes()[:want:want], hb: hb, bucket: bucketIndex(want, a.perDbl)}
 	blk.age.blk = blk
 	a.mu.Lock()
-	a.useLocked(blk)
+	a.useFreshLocked(blk)
 	a.mu.Unlock()
 	return blk, nil
 }
@@ -179,8 +180,21 @@ func (a *Allocator) EmptyCache() error {
 	return err
 }
 
-// Stats returns a snapshot of the counters.
+// Stats returns a snapshot of the counters; Stats.Map names them as
+// PyTorch's torch.cuda.host_memory_stats() does.
 func (a *Allocator) Stats() Stats { return a.snapshot() }
+
+// ResetPeakStats sets every peak of Stats to its current value, and the
+// longest and shortest driver call times to 0, like PyTorch's
+// torch.cuda.reset_peak_host_memory_stats().
+func (a *Allocator) ResetPeakStats() { a.resetPeaks() }
+
+// ResetAccumulatedStats sets every cumulative count and time of Stats to 0
+// (requests, hits, misses, buffers handed out and returned, driver calls,
+// their bytes and times, evictions), like
+// PyTorch's torch.cuda.reset_accumulated_host_memory_stats(); current values
+// and peaks stay.
+func (a *Allocator) ResetAccumulatedStats() { a.resetAccumulated() }
 
 // Close waits for pending frees, returns all idle memory (and idle events)
 // to the driver and refuses later Allocs with ErrClosed. It is idempotent

@@ -479,14 +479,20 @@ func TestStats(t *testing.T) {
 	b3 := mustAlloc(t, a, 100<<10)
 	st := a.Stats()
 	want := Stats{Requests: 3, Hits: 1, Misses: 2, BytesInUse: 112<<10 + 1<<20, BytesReserved: 112<<10 + 1<<20,
-		PeakInUse: 112<<10 + 1<<20, PeakReserved: 112<<10 + 1<<20, DriverAllocs: 2}
+		PeakInUse: 112<<10 + 1<<20, PeakReserved: 112<<10 + 1<<20, DriverAllocs: 2,
+		// b1, b2 and b3 handed out, b1 returned; two driver allocations.
+		ActiveBuffers: 2, PeakActiveBuffers: 2, PeakActiveBytes: 112<<10 + 1<<20,
+		BuffersHandedOut: 3, BytesHandedOut: 2*112<<10 + 1<<20, BuffersReturned: 1, BytesReturned: 112 << 10,
+		UnitsReserved: 2, PeakUnitsReserved: 2, DriverAllocBytes: 112<<10 + 1<<20}
 	got := st
 	got.DriverAllocTime, got.DriverAllocMax, got.DriverFreeTime, got.DriverFreeMax = 0, 0, 0, 0
+	got.DriverAllocMin, got.DriverFreeMin = 0, 0
 	if got != want {
 		t.Errorf("stats:\n got %+v\nwant %+v", got, want)
 	}
-	if st.DriverAllocTime <= 0 || st.DriverAllocMax <= 0 || st.DriverAllocMax > st.DriverAllocTime {
-		t.Errorf("alloc times: total %v, max %v", st.DriverAllocTime, st.DriverAllocMax)
+	if st.DriverAllocTime <= 0 || st.DriverAllocMax <= 0 || st.DriverAllocMax > st.DriverAllocTime ||
+		st.DriverAllocMin <= 0 || st.DriverAllocMin > st.DriverAllocMax {
+		t.Errorf("alloc times: total %v, max %v, min %v", st.DriverAllocTime, st.DriverAllocMax, st.DriverAllocMin)
 	}
 	mustFree(t, a, b2)
 	mustFree(t, a, b3)

@@ -2,9 +2,9 @@ package hostpin
 
 // core: what the caching Allocator and the uncached Direct share. Both hand
 // out Buffers of one device's pinned memory and free them in stream order;
-// core holds the device, the lock, the counters (Stats), the event pool and
-// evpool.Deferred of the frees, closing, and the driver calls, timed and
-// counted. The stream-ordered free itself is free.go; what happens to a
+// core holds the device, the lock, the counters (Stats, stats.go), the
+// event pool and evpool.Deferred of the frees, closing, and the driver
+// calls, timed and counted. The stream-ordered free itself is free.go; what happens to a
 // block nobody uses any more is each type's own: the Allocator caches it
 // (cache.go), Direct hands it back to the driver (direct.go).
 //
@@ -22,38 +22,15 @@ import (
 	"github.com/accelkit/accelkit/evpool"
 )
 
-// Stats are an allocator's counters since it was made. Sizes are handed-out
-// sizes (class or page rounded), not requested lengths. A Direct counts the
-// same way; it caches nothing, so its Hits, BytesCached and Evictions stay 0.
-type Stats struct {
-	Requests uint64 // Alloc calls that returned a buffer, size 0 included
-	Hits     uint64 // served from the cache
-	Misses   uint64 // needed a driver allocation (of a slab or a buffer; every non-empty Direct Alloc)
-
-	BytesInUse    int64 // handed out and not freed
-	BytesPending  int64 // freed, waiting for recorded streams
-	BytesCached   int64 // idle, ready for reuse
-	BytesReserved int64 // held from the driver (slabs count whole)
-	PeakInUse     int64 // highest BytesInUse
-	PeakReserved  int64 // highest BytesReserved
-
-	DriverAllocs    uint64        // HostAlloc calls that succeeded
-	DriverFrees     uint64        // HostFree calls
-	DriverAllocTime time.Duration // total time in HostAlloc
-	DriverAllocMax  time.Duration // longest HostAlloc
-	DriverFreeTime  time.Duration // total time in HostFree
-	DriverFreeMax   time.Duration // longest HostFree
-	Evictions       uint64        // units (buffers or slabs) freed by the cap
-}
-
 // unit is a driver allocation on its way back to the driver.
 type unit = *driver.HostBuffer
 
 // core is the state Allocator and Direct share; each embeds one.
 //
-// Locking: mu guards closed, stats, the state of every block, Buffer.freed
-// and Buffer.streams, and the fields the embedding type names as its own
-// (the Allocator's free lists and age list). It is never held across a
+// Locking: mu guards closed, stats and the fields after it, the state of
+// every block, Buffer.freed and Buffer.streams, and the fields the
+// embedding type names as its own (the Allocator's free lists and age
+// list). It is never held across a
 // driver call or a call into evpool, and no other lock is taken under it;
 // Deferred callbacks (run by Poll or Drain outside Deferred's lock) take mu
 // themselves. dev, maxSize, events, deferred and idleLocked are set by the
@@ -71,6 +48,14 @@ type core struct {
 	mu     sync.Mutex
 	closed bool
 	stats  Stats
+	// What the derived stats need (stats.go): fresh blocks handed out since
+	// ResetAccumulatedStats, the active buffers and bytes at that reset, and
+	// the number of resets, so a failed miss takes back only counts of its
+	// own epoch.
+	fresh           uint64
+	activeBase      int64
+	activeBytesBase int64
+	epoch           uint64
 }
 
 // init sets up c for dev; idleLocked is the embedding type's way back for a
@@ -112,19 +97,31 @@ func (c *core) lockForAlloc(size int) (*Buffer, error) {
 	return nil, nil
 }
 
-// undoRequest takes back the Requests and Misses counts of a failed Alloc.
-func (c *core) undoRequest() {
+// undoRequest takes back the Requests and Misses counts of a failed Alloc,
+// counted in epoch; counts zeroed by ResetAccumulatedStats since then have
+// nothing of it to take back.
+func (c *core) undoRequest(epoch uint64) {
 	c.mu.Lock()
-	c.stats.Requests--
-	c.stats.Misses--
+	if c.epoch == epoch {
+		c.stats.Requests--
+		c.stats.Misses--
+	}
 	c.mu.Unlock()
 }
 
-// useLocked marks a block in use and counts it.
+// useLocked marks a block in use and counts it: the whole of the hit
+// path's accounting beside its Hits.
 func (c *core) useLocked(blk *block) {
 	blk.state = stateInUse
 	c.stats.BytesInUse += int64(len(blk.mem))
 	c.stats.PeakInUse = max(c.stats.PeakInUse, c.stats.BytesInUse)
+}
+
+// useFreshLocked marks a block just taken from the driver in use and counts
+// it as handed out (a miss that got its memory).
+func (c *core) useFreshLocked(blk *block) {
+	c.useLocked(blk)
+	c.fresh++
 }
 
 // hostAlloc calls the driver, timing the call. On out of memory it calls
@@ -153,12 +150,20 @@ func (c *core) timedHostAlloc(size int) (*driver.HostBuffer, error) {
 	if hb == nil || hb.Len() < size {
 		return nil, fmt.Errorf("driver returned a %d-byte buffer for %d bytes: %w", bufLen(hb), size, driver.ErrInvalidValue)
 	}
+	n := int64(hb.Len())
 	c.mu.Lock()
-	c.stats.DriverAllocs++
-	c.stats.DriverAllocTime += d
-	c.stats.DriverAllocMax = max(c.stats.DriverAllocMax, d)
-	c.stats.BytesReserved += int64(hb.Len())
-	c.stats.PeakReserved = max(c.stats.PeakReserved, c.stats.BytesReserved)
+	s := &c.stats
+	s.DriverAllocs++
+	s.DriverAllocBytes += n
+	s.DriverAllocTime += d
+	s.DriverAllocMax = max(s.DriverAllocMax, d)
+	if s.DriverAllocMin == 0 || d < s.DriverAllocMin {
+		s.DriverAllocMin = d
+	}
+	s.BytesReserved += n
+	s.PeakReserved = max(s.PeakReserved, s.BytesReserved)
+	s.UnitsReserved++
+	s.PeakUnitsReserved = max(s.PeakUnitsReserved, s.UnitsReserved)
 	c.mu.Unlock()
 	return hb, nil
 }
@@ -170,17 +175,25 @@ func bufLen(hb *driver.HostBuffer) int {
 	return hb.Len()
 }
 
-// hostFree returns hb to the driver, timing the call.
+// hostFree returns hb to the driver, timing the call. It is counted, and hb
+// leaves BytesReserved, even when the driver fails: the allocator holds it
+// no more either way.
 func (c *core) hostFree(hb *driver.HostBuffer) error {
 	n := hb.Len()
 	t0 := time.Now()
 	err := c.dev.HostFree(hb)
 	d := time.Since(t0)
 	c.mu.Lock()
-	c.stats.DriverFrees++
-	c.stats.DriverFreeTime += d
-	c.stats.DriverFreeMax = max(c.stats.DriverFreeMax, d)
-	c.stats.BytesReserved -= int64(n)
+	s := &c.stats
+	s.DriverFrees++
+	s.DriverFreeBytes += int64(n)
+	s.DriverFreeTime += d
+	s.DriverFreeMax = max(s.DriverFreeMax, d)
+	if s.DriverFreeMin == 0 || d < s.DriverFreeMin {
+		s.DriverFreeMin = d
+	}
+	s.BytesReserved -= int64(n)
+	s.UnitsReserved--
 	c.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("hostpin: pinned free of %d bytes: %w", n, err)
@@ -198,13 +211,6 @@ func (c *core) freeUnits(units []unit) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// snapshot returns a copy of the counters.
-func (c *core) snapshot() Stats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.stats
 }
 
 // close marks c closed, so Alloc refuses and blocks freed from then on go

@@ -64,15 +64,16 @@ func (d *Direct) Alloc(size int) (*Buffer, error) {
 	}
 	// mu is held and the request counted.
 	d.stats.Misses++
+	epoch := d.epoch
 	d.mu.Unlock()
 	hb, err := d.hostAlloc(size, nil) // nothing cached to release on out of memory
 	if err != nil {
-		d.undoRequest()
+		d.undoRequest(epoch)
 		return nil, err
 	}
 	blk := &block{mem: hb.Bytes()[:size:size], hb: hb}
 	d.mu.Lock()
-	d.useLocked(blk)
+	d.useFreshLocked(blk)
 	d.mu.Unlock()
 	return &Buffer{c: &d.core, blk: blk, n: size}, nil
 }
@@ -94,8 +95,17 @@ func (d *Direct) Free(b *Buffer) error { return d.free(b) }
 // completed and reports how many, without blocking. Alloc polls on its own.
 func (d *Direct) Poll() int { return d.poll() }
 
-// Stats returns a snapshot of the counters.
+// Stats returns a snapshot of the counters; Stats.Map names them as
+// PyTorch's torch.cuda.host_memory_stats() does.
 func (d *Direct) Stats() Stats { return d.snapshot() }
+
+// ResetPeakStats sets every peak of Stats to its current value, and the
+// longest and shortest driver call times to 0 (Allocator.ResetPeakStats).
+func (d *Direct) ResetPeakStats() { d.resetPeaks() }
+
+// ResetAccumulatedStats sets every cumulative count and time of Stats to 0
+// (Allocator.ResetAccumulatedStats); current values and peaks stay.
+func (d *Direct) ResetAccumulatedStats() { d.resetAccumulated() }
 
 // Close waits for pending frees, returns idle events to the driver and
 // refuses later Allocs with ErrClosed. It is idempotent and safe to call

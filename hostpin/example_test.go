@@ -119,3 +119,41 @@ func ExampleStager_Register() {
 	fmt.Println(a.Stats().Requests) // no staging chunk was taken
 	// Output: 0
 }
+
+// Stats.Map gives the counters under the names of PyTorch's
+// torch.cuda.host_memory_stats(), for dashboards and scripts written
+// against PyTorch. Here a 4 KiB buffer came from a 1 MiB slab and a
+// 100 KiB one (112 KiB block) was freed: two driver allocations are held,
+// one buffer is active.
+func ExampleStats_Map() {
+	drv, err := driver.Open("sim", "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer drv.Close()
+	dev, _ := drv.Device(0)
+	a, _ := hostpin.New(dev, hostpin.Options{})
+	defer a.Close()
+
+	small, _ := a.Alloc(4 << 10)
+	defer a.Free(small)
+	mid, _ := a.Alloc(100 << 10)
+	a.Free(mid)
+
+	m := a.Stats().Map()
+	for _, k := range []string{
+		"allocations.current", "allocated_bytes.current",
+		"active_requests.current", "active_requests.peak", "active_bytes.current",
+		"num_host_alloc", "host_alloc_time.count",
+	} {
+		fmt.Println(k, m[k])
+	}
+	// Output:
+	// allocations.current 2
+	// allocated_bytes.current 1163264
+	// active_requests.current 1
+	// active_requests.peak 2
+	// active_bytes.current 4096
+	// num_host_alloc 2
+	// host_alloc_time.count 2
+}

@@ -72,7 +72,7 @@ func (c *core) free(b *Buffer) error {
 	if b.streams.Len() == 0 {
 		// What Release does with no streams, without the closure it would
 		// allocate: this is the hot path of a cached Alloc and Free.
-		victims := c.idleLocked(blk)
+		victims := c.returnLocked(blk)
 		c.mu.Unlock()
 		return c.freeUnits(victims)
 	}
@@ -106,7 +106,7 @@ func (c *core) free(b *Buffer) error {
 func (c *core) release(blk *block, size int64) error {
 	c.mu.Lock()
 	c.stats.BytesPending -= size
-	victims := c.idleLocked(blk)
+	victims := c.returnLocked(blk)
 	c.mu.Unlock()
 	return c.freeUnits(victims)
 }

@@ -51,7 +51,7 @@ func (a *Allocator) allocSlab(want int) (*block, error) {
 		a.stats.BytesCached += int64(want)
 	}
 	sl.busy = 1
-	a.useLocked(first)
+	a.useFreshLocked(first)
 	victims := a.trimLocked()
 	a.mu.Unlock()
 	// The allocation succeeded; units the cap evicted are out of the cache
