@@ -96,8 +96,11 @@ func (a *Allocator) RoundedSize(n int) int {
 // Alloc returns a pinned buffer of size bytes. Size 0 gives an empty buffer
 // without a driver call; a negative size or one above Options.MaxSize is
 // ErrInvalidSize. Driver failures are returned wrapped (errors.Is
-// driver.ErrOutOfMemory works); on out of memory the idle cache is released
-// and the allocation tried once more. After Close it returns ErrClosed.
+// driver.ErrOutOfMemory works). On out of memory every idle buffer and
+// wholly idle slab goes back to the driver and the allocation is tried once
+// more, if anything went; buffers in use or waiting for their streams stay.
+// An out of memory that stands says what this allocator holds and what
+// frees pinned memory. After Close it returns ErrClosed.
 func (a *Allocator) Alloc(size int) (*Buffer, error) {
 	if b, err := a.lockForAlloc(size); b != nil || err != nil {
 		return b, err
@@ -191,7 +194,7 @@ func (a *Allocator) ResetPeakStats() { a.resetPeaks() }
 
 // ResetAccumulatedStats sets every cumulative count and time of Stats to 0
 // (requests, hits, misses, buffers handed out and returned, driver calls,
-// their bytes and times, evictions), like
+// their bytes and times, evictions, retries, out-of-memory failures), like
 // PyTorch's torch.cuda.reset_accumulated_host_memory_stats(); current values
 // and peaks stay.
 func (a *Allocator) ResetAccumulatedStats() { a.resetAccumulated() }

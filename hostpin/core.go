@@ -4,7 +4,7 @@ package hostpin
 // out Buffers of one device's pinned memory and free them in stream order;
 // core holds the device, the lock, the counters (Stats, stats.go), the
 // event pool and evpool.Deferred of the frees, closing, and the driver
-// calls, timed and counted. The stream-ordered free itself is free.go; what happens to a
+// calls, timed and counted, with the out-of-memory retry. The stream-ordered free itself is free.go; what happens to a
 // block nobody uses any more is each type's own: the Allocator caches it
 // (cache.go), Direct hands it back to the driver (direct.go).
 //
@@ -124,20 +124,66 @@ func (c *core) useFreshLocked(blk *block) {
 	c.fresh++
 }
 
-// hostAlloc calls the driver, timing the call. On out of memory it calls
-// reclaim (nil for none), which returns idle memory to the driver and says
-// how many units went, and when some did, tries once more.
+// hostAlloc calls the driver for size bytes, timing the call. On out of
+// memory it calls reclaim (nil where nothing is cached: Direct), which
+// returns the idle cache to the driver and says how many driver allocations
+// went; when some did, it tries once more, and only once. An out of memory
+// that stands is returned explained (oomError). A driver free that fails
+// during a reclaim whose retry succeeds is not reported: the units are out
+// of the cache and counted either way, and failing the Alloc would lose
+// the memory just got.
 func (c *core) hostAlloc(size int, reclaim func() (int, error)) (*driver.HostBuffer, error) {
 	hb, err := c.timedHostAlloc(size)
-	if errors.Is(err, driver.ErrOutOfMemory) && reclaim != nil {
-		if n, _ := reclaim(); n > 0 {
-			hb, err = c.timedHostAlloc(size)
-		}
+	if err == nil {
+		return hb, nil
 	}
-	if err != nil {
+	if !errors.Is(err, driver.ErrOutOfMemory) {
 		return nil, fmt.Errorf("hostpin: pinned allocation of %d bytes: %w", size, err)
 	}
-	return hb, nil
+	released := -1 // nothing cached to release
+	if reclaim != nil {
+		var relErr error
+		released, relErr = reclaim()
+		if released > 0 {
+			c.mu.Lock()
+			c.stats.AllocRetries++
+			c.mu.Unlock()
+			if hb, err = c.timedHostAlloc(size); err == nil {
+				return hb, nil
+			}
+		}
+		if relErr != nil {
+			err = errors.Join(err, relErr)
+		}
+		if !errors.Is(err, driver.ErrOutOfMemory) { // the retry failed otherwise
+			return nil, fmt.Errorf("hostpin: pinned allocation of %d bytes, retried after releasing the idle cache: %w", size, err)
+		}
+	}
+	return nil, c.oomError(size, released, err)
+}
+
+// oomError counts an Alloc that ran out of pinned memory and explains it:
+// what this allocator holds, what was released (released units; -1 for an
+// allocator that caches nothing), and what the caller can do. It wraps err,
+// which matches driver.ErrOutOfMemory.
+func (c *core) oomError(size, released int, err error) error {
+	c.mu.Lock()
+	c.stats.OOMs++
+	s := c.stats
+	c.mu.Unlock()
+	var tried string
+	switch {
+	case released < 0:
+		tried = "it caches nothing to release"
+	case released == 0:
+		tried = "nothing idle could be released, so it was not retried"
+	default:
+		tried = fmt.Sprintf("its %d idle driver allocations were released and the allocation retried once", released)
+	}
+	return fmt.Errorf("hostpin: out of pinned memory for %d bytes: this allocator holds %d bytes from the driver (%d in use, %d freed and waiting for their streams, %d idle) and %s; "+
+		"free the buffers you no longer need, let the streams recorded on freed ones finish (then Poll), "+
+		"or return pinned memory held elsewhere (EmptyCache, or a lower Options.CacheCap, on other Allocators): %w",
+		size, s.BytesReserved, s.BytesInUse, s.BytesPending, s.BytesCached, tried, err)
 }
 
 func (c *core) timedHostAlloc(size int) (*driver.HostBuffer, error) {

@@ -57,7 +57,9 @@ func (d *Direct) RoundedSize(n int) int { return max(n, 0) }
 // Alloc returns a pinned buffer of exactly size bytes from a driver
 // HostAlloc. Size 0 gives an empty buffer without a driver call; a negative
 // size or one above DirectOptions.MaxSize is ErrInvalidSize. Driver failures
-// are returned wrapped. After Close it returns ErrClosed.
+// are returned wrapped; an out of memory is not retried (there is no cache
+// to release) and says what this Direct holds and what frees pinned memory.
+// After Close it returns ErrClosed.
 func (d *Direct) Alloc(size int) (*Buffer, error) {
 	if b, err := d.lockForAlloc(size); b != nil || err != nil {
 		return b, err

@@ -17,7 +17,8 @@ import (
 
 // Stats are an allocator's counters. Sizes are handed-out sizes (class or
 // page rounded), not requested lengths. A Direct counts the same way; it
-// caches nothing, so its Hits, BytesCached and Evictions stay 0.
+// caches nothing, so its Hits, BytesCached, Evictions and AllocRetries stay
+// 0.
 //
 // Three kinds of field: current values; peaks, which ResetPeakStats sets
 // to the current values (and the longest and shortest driver call times,
@@ -75,8 +76,12 @@ type Stats struct {
 	DriverFreeMax  time.Duration
 	DriverFreeMin  time.Duration
 
-	// Cumulative: units (buffers or slabs) freed by the cap.
-	Evictions uint64
+	// Cumulative: units (buffers or slabs) freed by the cap; HostAllocs
+	// that ran out of memory, released the idle cache and were tried once
+	// more; Allocs that failed with out of memory in the end.
+	Evictions    uint64
+	AllocRetries uint64
+	OOMs         uint64
 }
 
 // activeLocked is the number of buffers handed out and not yet returned,
@@ -148,7 +153,7 @@ func (c *core) resetAccumulated() {
 	s.DriverAllocs, s.DriverFrees = 0, 0
 	s.DriverAllocBytes, s.DriverFreeBytes = 0, 0
 	s.DriverAllocTime, s.DriverFreeTime = 0, 0
-	s.Evictions = 0
+	s.Evictions, s.AllocRetries, s.OOMs = 0, 0, 0
 }
 
 // Map flattens s under the key names of PyTorch's
@@ -160,7 +165,8 @@ func (c *core) resetAccumulated() {
 // "host_alloc_time.{total,max,min,count,avg}" and "host_free_time.*" in
 // microseconds. The README's table gives the field behind each key and
 // where the meanings differ. Fields PyTorch has no name for (Requests,
-// Hits, Misses, BytesCached, Evictions, ...) are not in the map.
+// Hits, Misses, BytesCached, Evictions, AllocRetries, OOMs, ...) are not
+// in the map.
 func (s Stats) Map() map[string]int64 {
 	m := make(map[string]int64, 28)
 	stat := func(name string, current, peak, allocated, freed int64) {
