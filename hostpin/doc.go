@@ -17,8 +17,11 @@
 // 64 MiB sizes round to the page only. A freed buffer is reused only after
 // the work queued at Free time on the streams given to RecordStream has
 // completed (events from evpool). Idle bytes are capped (2 GiB) and
-// EmptyCache returns idle memory to the driver. Direct has the same surface
+// EmptyCache returns idle memory to the driver, as an Alloc that runs out of
+// pinned memory does before it tries once more. Direct has the same surface
 // without the cache (every Alloc and Free goes to the driver), for A/B runs.
+// Stats.Map names the counters as PyTorch's torch.cuda.host_memory_stats()
+// does.
 //
 // Stager copies ordinary Go slices through pinned chunks: the workers of a
 // call each carry whole chunks (host copy, DMA, event), so their host
