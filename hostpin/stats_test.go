@@ -254,6 +254,12 @@ func TestStatsActiveModel(t *testing.T) {
 		sizes := []int{1, 3000, 4096, 9000, 70 << 10, 100 << 10, 1 << 20}
 		var m activeModel
 		var live, pending []*Buffer
+		takeLive := func() *Buffer {
+			i := rng.IntN(len(live))
+			b := live[i]
+			live = slices.Delete(live, i, i+1)
+			return b
+		}
 		for step := range 3000 {
 			var what string
 			switch op := rng.IntN(100); {
@@ -267,18 +273,14 @@ func TestStatsActiveModel(t *testing.T) {
 				m.handOut(b.Cap())
 			case op < 65:
 				what = "free"
-				i := rng.IntN(len(live))
-				b := live[i]
-				live = slices.Delete(live, i, i+1)
+				b := takeLive()
 				if err := r.Free(b); err != nil {
 					t.Fatal(err)
 				}
 				m.giveBack(b.Cap())
 			case op < 85:
 				what = "free behind the gate"
-				i := rng.IntN(len(live))
-				b := live[i]
-				live = slices.Delete(live, i, i+1)
+				b := takeLive()
 				if err := r.RecordStream(b, st); err != nil {
 					t.Fatal(err)
 				}
