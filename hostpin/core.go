@@ -4,9 +4,10 @@ package hostpin
 // out Buffers of one device's pinned memory and free them in stream order;
 // core holds the device, the lock, the counters (Stats, stats.go), the
 // event pool and evpool.Deferred of the frees, closing, and the driver
-// calls, timed and counted, with the out-of-memory retry. The stream-ordered free itself is free.go; what happens to a
-// block nobody uses any more is each type's own: the Allocator caches it
-// (cache.go), Direct hands it back to the driver (direct.go).
+// calls, timed and counted, with the out-of-memory retry. The
+// stream-ordered free itself is free.go; what happens to a block nobody
+// uses any more is each type's own: the Allocator caches it (cache.go),
+// Direct hands it back to the driver (direct.go).
 //
 // Driver calls (HostAlloc, HostFree, event records, host waits) are made
 // outside mu: they take milliseconds, and other callers must keep hitting
@@ -30,8 +31,8 @@ type unit = *driver.HostBuffer
 // Locking: mu guards closed, stats and the fields after it, the state of
 // every block, Buffer.freed and Buffer.streams, and the fields the
 // embedding type names as its own (the Allocator's free lists and age
-// list). It is never held across a
-// driver call or a call into evpool, and no other lock is taken under it;
+// list). It is never held across a driver call or a call into evpool, and
+// no other lock is taken under it;
 // Deferred callbacks (run by Poll or Drain outside Deferred's lock) take mu
 // themselves. dev, maxSize, events, deferred and idleLocked are set by the
 // constructor and never change.

@@ -126,16 +126,33 @@ func ExampleStager_Register() {
 // 100 KiB one (112 KiB block) was freed: two driver allocations are held,
 // one buffer is active.
 func ExampleStats_Map() {
-	drv, _ := driver.Open("sim", "") // registered by the import of driver/sim
+	drv, err := driver.Open("sim", "")
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer drv.Close()
-	dev, _ := drv.Device(0)
-	a, _ := hostpin.New(dev, hostpin.Options{})
+	dev, err := drv.Device(0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	a, err := hostpin.New(dev, hostpin.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer a.Close()
 
-	small, _ := a.Alloc(4 << 10)
+	small, err := a.Alloc(4 << 10)
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer a.Free(small)
-	mid, _ := a.Alloc(100 << 10)
-	a.Free(mid)
+	mid, err := a.Alloc(100 << 10)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := a.Free(mid); err != nil {
+		log.Fatal(err)
+	}
 
 	m := a.Stats().Map()
 	for _, k := range []string{
