@@ -80,7 +80,10 @@ package devalloc
 // The free sets themselves are found and created under mu too (an index
 // by stream ID, see index.go), so a set can be dropped when it holds no
 // segment without racing a lookup.
-//   - history.mu guards the trace ring buffer (a leaf).
+//   - history.mu guards the trace ring buffer (a leaf). Allocator.hist,
+//     the hot paths' one-load test of "is history on", is guarded by mu;
+//     Allocator.rec, the recorder itself, never changes, so paths without
+//     mu record through it (history.go).
 // Lock order: mu -> history.mu. Expandable-segment growth and shrink call
 // the VMM driver API under mu. Event callbacks (evpool.Deferred) run with
 // no allocator lock held. Close takes the same locks as the other paths,
@@ -99,12 +102,16 @@ package devalloc
 //   - index.go: the indexes that find free sets and what a release takes.
 //   - passthrough.go: the uncached resource, and Open choosing by Backend.
 //   - errors.go, oom.go: errors and the out-of-memory report.
-//   - stats.go, snapshot.go, ptrtable.go, config.go: counters, snapshots
-//     and the trace, the pointer table, the configuration.
+//   - stats.go, summary.go, snapshot.go, pickle.go, history.go,
+//     ptrtable.go, config.go: counters, the memory summary, snapshots
+//     and their pickle form, the trace and RecordHistory, the pointer
+//     table, the configuration.
 
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -117,8 +124,9 @@ import (
 //
 // Locking rule (detailed in the note at the top of allocator.go): mu
 // guards free sets and their index, blocks, segments, the pointer map and
-// the counters; no driver call on the hit path and none for plain segments
-// is made under it. Lock order: mu -> history.mu.
+// the counters, and hist (whether history is recorded); no driver call on
+// the hit path and none for plain segments is made under it. Lock order:
+// mu -> history.mu.
 type Allocator struct {
 	dev         driver.Device
 	cfg         Config
@@ -152,9 +160,19 @@ type Allocator struct {
 	limit    atomic.Uint64 // 0: no limit
 	clock    atomic.Uint64 // allocator misses so far
 
-	hist    *history
-	lastOOM atomic.Pointer[string]
-	closed  atomic.Bool
+	// hist is rec while RecordHistory records anything, else nil: the
+	// hot paths' test, guarded by mu. rec is set by New and never
+	// changes; it has its own lock (history.go).
+	hist *history
+	rec  *history
+	// missOK and missFailed count Allocs that missed the cache (found no
+	// block on the first lookup) and then succeeded or failed; hits are
+	// derived from them (stats.go), so the hit path counts nothing.
+	missOK, missFailed atomic.Uint64
+	vmmAvail           bool      // the device offers usable VMM, asked for or not
+	oomOut             io.Writer // where each OOM's full diagnostic goes (EnvOOMVerbose), or nil
+	lastOOM            atomic.Pointer[string]
+	closed             atomic.Bool
 
 	snapWritten func() // test hook: called after each signal snapshot
 }
@@ -184,8 +202,10 @@ func New(dev driver.Device, cfg Config) (*Allocator, error) {
 	if a.maxNonSplit == 0 {
 		a.maxNonSplit = kLargeBuffer
 	}
+	v, ok := driver.AsVMM(dev)
+	a.vmmAvail = ok && v.Granularity() > 0 && v.Granularity()&(v.Granularity()-1) == 0
 	if cfg.ExpandableSegments {
-		if v, ok := driver.AsVMM(dev); ok && v.Granularity() > 0 && v.Granularity()&(v.Granularity()-1) == 0 {
+		if a.vmmAvail {
 			a.vmm, a.gran = v, v.Granularity()
 		} else {
 			a.expFallback = true
@@ -194,12 +214,18 @@ func New(dev driver.Device, cfg Config) (*Allocator, error) {
 	if cfg.MemoryFraction > 0 {
 		a.limit.Store(uint64(cfg.MemoryFraction * float64(total)))
 	}
+	if a.oomOut, err = oomWriter(os.Getenv, os.Stderr); err != nil {
+		return nil, err
+	}
 	a.evs = evpool.NewPool(dev, evpool.PoolOptions{})
 	a.def = evpool.NewDeferred(a.evs)
 	a.rel.gran = a.gran
-	if cfg.HistoryEntries > 0 {
-		a.hist = newHistory(cfg.HistoryEntries, cfg.HistoryStacks)
+	a.rec = newHistory()
+	o, err := historyForConfig(cfg).withDefaults()
+	if err != nil { // validate has checked HistoryEntries
+		return nil, err
 	}
+	a.recordHistoryLocked(o)
 	return a, nil
 }
 
@@ -275,7 +301,13 @@ func (a *Allocator) Alloc(size uint64, s driver.Stream) (driver.Ptr, error) {
 	if b != nil {
 		return b.ptr, nil
 	}
-	return a.allocSlow(id, small, rsize, size, s)
+	p, err := a.allocSlow(id, small, rsize, size, s)
+	if err != nil {
+		a.missFailed.Add(1)
+	} else {
+		a.missOK.Add(1)
+	}
+	return p, err
 }
 
 func (a *Allocator) allocSlow(id uint64, small bool, rsize, size uint64, s driver.Stream) (driver.Ptr, error) {

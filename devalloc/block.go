@@ -32,6 +32,7 @@ type block struct {
 	rlist       uint8            // the release list it is on while free (index.go)
 	rprev       *block           // neighbours on that list
 	rnext       *block
+	pcs         []uintptr // allocating stack while live, when block stacks are recorded (history.go)
 }
 
 // segment is one driver allocation, or one expandable virtual range.

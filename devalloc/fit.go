@@ -159,7 +159,7 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 	c.largestAlloc = max(c.largestAlloc, b.size)
 	a.ptrs.put(b.ptr, b)
 	if a.hist != nil {
-		a.hist.add(actAlloc, b.ptr, b.size, s.ID())
+		b.pcs = a.hist.alloc(b.ptr, size, s.ID())
 	}
 }
 
@@ -177,7 +177,7 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 	}
 	c.dec(stActive, pool, 1)
 	c.dec(stActiveBytes, pool, int64(b.size))
-	ptr, size, stream := b.ptr, b.size, b.allocStream
+	ptr, size, stream := b.ptr, b.requested, b.allocStream
 	b.state = stateFree
 	b.uses = evpool.StreamSet{}
 	b.allocStream = nil
@@ -205,6 +205,7 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 		if stream != nil {
 			sid = stream.ID()
 		}
-		a.hist.add(actFreeCompleted, ptr, size, sid)
+		a.hist.free(actFreeCompleted, ptr, size, sid, b.pcs)
+		b.pcs = nil
 	}
 }

@@ -87,9 +87,7 @@ func (a *Allocator) freeSegments(victims []*block) error {
 			errs = append(errs, fmt.Errorf("devalloc: release segment %v: %w", b.ptr, e))
 		}
 		a.unreserve(b.size)
-		if a.hist != nil {
-			a.hist.add(actSegmentFree, b.ptr, b.size, b.seg.set.id)
-		}
+		a.rec.add(actSegmentFree, b.ptr, b.size, b.seg.set.id) // without mu: through rec (history.go)
 	}
 	a.count(func(c *counters) { c.numDeviceFree += int64(len(victims)) })
 	return errors.Join(errs...)

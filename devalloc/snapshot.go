@@ -5,12 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
-	"runtime"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
-	"time"
 
 	"github.com/accelkit/accelkit/driver"
 )
@@ -53,12 +54,57 @@ var actionNames = [...]string{ActionAlloc, ActionFreeRequested, ActionFreeComple
 
 // Snapshot is the allocator's state in PyTorch's memory snapshot schema
 // (torch.cuda.memory._snapshot()), plus the statistics taken at the same
-// instant.
+// instant and what the device reported. WriteJSON and WritePickle write
+// it; PyTorch's readers ignore the keys they do not know ("stats",
+// "device_info", our extra "allocator_settings" entries).
 type Snapshot struct {
-	Segments     []SegmentInfo     `json:"segments"`
-	DeviceTraces [][]TraceEntry    `json:"device_traces"`
-	Stats        map[string]int64  `json:"stats"`
-	Allocator    map[string]string `json:"allocator_settings,omitempty"`
+	Segments []SegmentInfo `json:"segments"`
+	// DeviceTraces is indexed by device ordinal, as in PyTorch: the
+	// allocator's trace is at its device's index, earlier ones are empty.
+	DeviceTraces [][]TraceEntry   `json:"device_traces"`
+	Stats        map[string]int64 `json:"stats"`
+	// Allocator holds the settings, under PyTorch's keys and ours.
+	Allocator AllocatorSettings `json:"allocator_settings"`
+	// Device is what the driver reported when the snapshot was taken.
+	Device DeviceInfo `json:"device_info"`
+}
+
+// AllocatorSettings is the snapshot's "allocator_settings": the keys
+// PyTorch writes there, then ours.
+type AllocatorSettings struct {
+	// Conf is the configuration in ParseConfig syntax, under PyTorch's
+	// key for its own.
+	Conf string `json:"PYTORCH_CUDA_ALLOC_CONF"`
+	// MaxSplitSize is in bytes; -1 when unlimited (PyTorch writes SIZE_MAX
+	// cast to int64).
+	MaxSplitSize               int64   `json:"max_split_size"`
+	GarbageCollectionThreshold float64 `json:"garbage_collection_threshold"`
+	ExpandableSegments         bool    `json:"expandable_segments"`
+	// RoundupPower2Divisions lists the divisions per power-of-two
+	// interval from 1 MiB; the pickle writes it as PyTorch does, a dict
+	// keyed "1", "2", "4", ... (the interval's start in MiB).
+	RoundupPower2Divisions []int64 `json:"roundup_power2_divisions"`
+	// Config is Conf again, under the key earlier snapshots used.
+	Config  string `json:"config"`
+	Backend string `json:"backend"`
+	Schema  string `json:"schema"` // "accelkit.devalloc"
+}
+
+// DeviceInfo is the snapshot's "device_info": the device's memory as the
+// driver reported it, and whether virtual memory management was asked
+// for, is available and is in use.
+type DeviceInfo struct {
+	Device      int    `json:"device"`
+	TotalMemory uint64 `json:"total_memory"`
+	FreeMemory  uint64 `json:"free_memory"`
+	// ExpandableRequested: expandable_segments was configured.
+	ExpandableRequested bool `json:"expandable_segments_requested"`
+	// VMMAvailable: the device offers driver.VMM with a usable
+	// granularity (probed by New whatever the configuration).
+	VMMAvailable bool `json:"vmm_available"`
+	// ExpandableInUse: segments are expandable ranges.
+	ExpandableInUse bool   `json:"expandable_segments_in_use"`
+	VMMGranularity  uint64 `json:"vmm_granularity"`
 }
 
 // SegmentInfo is one segment (for expandable segments: one mapped range).
@@ -81,97 +127,50 @@ type BlockInfo struct {
 	Size          uint64 `json:"size"`
 	RequestedSize uint64 `json:"requested_size"`
 	State         string `json:"state"`
-}
-
-// TraceEntry is one history event.
-type TraceEntry struct {
-	Action string  `json:"action"`
-	Addr   uint64  `json:"addr"`
-	Size   uint64  `json:"size"`
-	Stream uint64  `json:"stream"`
-	TimeUS int64   `json:"time_us"`
+	// Frames is the stack that allocated a live or pending block, when
+	// block stacks were recorded (RecordHistory, ContextState or wider).
 	Frames []Frame `json:"frames,omitempty"`
 }
 
-// Frame is one stack frame of a trace entry.
+// TraceEntry is one history event. Size is the requested size for alloc
+// and free events (as in PyTorch), the mapped or allocated size for
+// segment events, the request for oom.
+type TraceEntry struct {
+	Action string `json:"action"`
+	Addr   uint64 `json:"addr"`
+	// DeviceFree is, for an oom entry, the device's free memory as the
+	// driver reported it (PyTorch's "device_free"); 0 otherwise.
+	DeviceFree uint64  `json:"device_free,omitempty"`
+	Size       uint64  `json:"size"`
+	Stream     uint64  `json:"stream"`
+	TimeUS     int64   `json:"time_us"`
+	Frames     []Frame `json:"frames,omitempty"`
+}
+
+// Frame is one stack frame of a trace entry or a block.
 type Frame struct {
 	Filename string `json:"filename"`
 	Line     int    `json:"line"`
 	Name     string `json:"name"`
 }
 
-// history is the trace ring buffer. Its mu is the last lock in the order.
-type history struct {
-	mu     sync.Mutex
-	buf    []histEntry
-	next   int
-	full   bool
-	stacks bool
-}
-
-type histEntry struct {
-	act    action
-	addr   driver.Ptr
-	size   uint64
-	stream uint64
-	t      int64
-	pcs    []uintptr
-}
-
-// maxStackDepth bounds recorded stacks: enough to see the caller's caller
-// chain in a framework, small enough to keep each entry cheap.
-const maxStackDepth = 16
-
-func newHistory(n int, stacks bool) *history {
-	return &history{buf: make([]histEntry, n), stacks: stacks}
-}
-
-func (h *history) add(act action, addr driver.Ptr, size, stream uint64) {
-	e := histEntry{act: act, addr: addr, size: size, stream: stream, t: time.Now().UnixMicro()}
-	if h.stacks {
-		pcs := make([]uintptr, maxStackDepth)
-		e.pcs = pcs[:runtime.Callers(3, pcs)]
-	}
-	h.mu.Lock()
-	h.buf[h.next] = e
-	h.next++
-	if h.next == len(h.buf) {
-		h.next, h.full = 0, true
-	}
-	h.mu.Unlock()
-}
-
-// entriesLocked returns the ring's contents, oldest first. h.mu held.
-func (h *history) entriesLocked() []TraceEntry {
-	var raw []histEntry
-	if h.full {
-		raw = append(append(raw, h.buf[h.next:]...), h.buf[:h.next]...)
-	} else {
-		raw = append(raw, h.buf[:h.next]...)
-	}
-	out := make([]TraceEntry, len(raw))
-	for i, e := range raw {
-		out[i] = TraceEntry{Action: actionNames[e.act], Addr: uint64(e.addr), Size: e.size, Stream: e.stream, TimeUS: e.t}
-		if len(e.pcs) > 0 {
-			frames := runtime.CallersFrames(e.pcs)
-			for {
-				f, more := frames.Next()
-				out[i].Frames = append(out[i].Frames, Frame{Filename: f.File, Line: f.Line, Name: f.Function})
-				if !more {
-					break
-				}
-			}
-		}
-	}
-	return out
-}
-
 // Snapshot returns the allocator's segments, blocks, history and stats as
 // one consistent state: it holds the allocator's lock while it reads, so
-// concurrent calls wait for it briefly.
+// concurrent calls wait for it briefly. Stacks are resolved to frames
+// after the lock is released.
 func (a *Allocator) Snapshot() *Snapshot {
+	free, total, _ := a.dev.MemInfo() // best effort: zeros if the device cannot say
+	dev := a.dev.Ordinal()
+	snap := &Snapshot{Segments: []SegmentInfo{}, DeviceTraces: make([][]TraceEntry, max(dev, 0)+1)}
+	for i := range snap.DeviceTraces {
+		snap.DeviceTraces[i] = []TraceEntry{}
+	}
+	type blockStack struct {
+		seg, blk int
+		pcs      []uintptr
+	}
+	var stacks []blockStack
 	a.mu.Lock()
-	snap := &Snapshot{Segments: []SegmentInfo{}, DeviceTraces: [][]TraceEntry{{}}}
 	for fs := a.setHead; fs != nil; fs = fs.nextSet {
 		for seg := range fs.segs {
 			typ := "large"
@@ -190,7 +189,7 @@ func (a *Allocator) Snapshot() *Snapshot {
 					continue
 				}
 				if si == nil {
-					si = &SegmentInfo{Device: a.dev.Ordinal(), Address: uint64(b.ptr),
+					si = &SegmentInfo{Device: dev, Address: uint64(b.ptr),
 						Stream: fs.stream.ID(), SegmentType: typ, IsExpandable: seg.exp != nil, Blocks: []BlockInfo{}}
 				}
 				bi := BlockInfo{Address: uint64(b.ptr), Size: b.size, RequestedSize: b.requested, State: StateInactive}
@@ -204,6 +203,9 @@ func (a *Allocator) Snapshot() *Snapshot {
 					bi.State = StateActivePendingFree
 					si.ActiveSize += b.size
 				}
+				if len(b.pcs) > 0 {
+					stacks = append(stacks, blockStack{len(snap.Segments), len(si.Blocks), b.pcs})
+				}
 				si.TotalSize += b.size
 				si.Blocks = append(si.Blocks, bi)
 			}
@@ -213,14 +215,24 @@ func (a *Allocator) Snapshot() *Snapshot {
 		}
 	}
 	st := a.statsLocked()
-	if a.hist != nil {
-		a.hist.mu.Lock()
-		snap.DeviceTraces[0] = a.hist.entriesLocked()
-		a.hist.mu.Unlock()
-	}
+	a.rec.mu.Lock()
+	raw := a.rec.rawLocked()
+	a.rec.mu.Unlock()
 	a.mu.Unlock()
+	for _, bs := range stacks {
+		snap.Segments[bs.seg].Blocks[bs.blk].Frames = frames(bs.pcs)
+	}
+	if dev >= 0 {
+		snap.DeviceTraces[dev] = traceEntries(raw)
+	}
 	snap.Stats = st.Map()
-	snap.Allocator = map[string]string{"config": a.cfg.String(), "backend": a.cfg.Backend.String(), "schema": snapshotSchemaVendor}
+	snap.Allocator = a.settings()
+	snap.Device = DeviceInfo{Device: dev, TotalMemory: total, FreeMemory: free,
+		ExpandableRequested: a.cfg.ExpandableSegments, VMMAvailable: a.vmmAvail,
+		ExpandableInUse: a.vmm != nil}
+	if v, ok := driver.AsVMM(a.dev); ok && a.vmmAvail {
+		snap.Device.VMMGranularity = v.Granularity()
+	}
 	slices.SortFunc(snap.Segments, func(x, y SegmentInfo) int {
 		switch {
 		case x.Address < y.Address:
@@ -231,6 +243,21 @@ func (a *Allocator) Snapshot() *Snapshot {
 		return 0
 	})
 	return snap
+}
+
+// settings returns the snapshot's allocator_settings.
+func (a *Allocator) settings() AllocatorSettings {
+	conf := a.cfg.String()
+	st := AllocatorSettings{Conf: conf, MaxSplitSize: -1, GarbageCollectionThreshold: a.cfg.GarbageCollectionThreshold,
+		ExpandableSegments: a.cfg.ExpandableSegments, RoundupPower2Divisions: make([]int64, RoundupIntervals),
+		Config: conf, Backend: a.cfg.Backend.String(), Schema: snapshotSchemaVendor}
+	if a.cfg.MaxSplitSize != 0 {
+		st.MaxSplitSize = int64(min(a.cfg.MaxSplitSize, math.MaxInt64))
+	}
+	for i, d := range a.cfg.RoundupPower2Divisions {
+		st.RoundupPower2Divisions[i] = int64(min(d, math.MaxInt64))
+	}
+	return st
 }
 
 // WriteJSON encodes the snapshot as JSON.
@@ -253,16 +280,36 @@ func ReadSnapshot(r io.Reader) (*Snapshot, error) {
 	return &s, nil
 }
 
-// WriteSnapshot writes a JSON snapshot to path atomically: through a
-// temporary file in the same directory, fsynced and renamed into place,
-// then the directory is synced. A symlink at path is replaced, never
-// written through; a file being replaced keeps its permissions, a new one
-// is 0600 (snapshots may hold stack traces). When the write fails, path
-// is untouched and no temporary file is left.
+// PicklePath returns where WriteSnapshot(path) writes the pickle form:
+// path with its extension replaced by ".pickle" (snap.json ->
+// snap.pickle), or with ".pickle" added when it has none. The name is the
+// one torch.cuda.memory._dump_snapshot uses by default.
+func PicklePath(path string) string {
+	return strings.TrimSuffix(path, filepath.Ext(path)) + ".pickle"
+}
+
+// WriteSnapshot writes one snapshot twice: as JSON to path, and in
+// PyTorch's pickle form (WritePickle) to PicklePath(path), which
+// torch.cuda._memory_viz and https://pytorch.org/memory_viz open. Each
+// file is written atomically: through a temporary file in the same
+// directory, fsynced and renamed into place, then the directory is
+// synced. A symlink at a path is replaced, never written through; a file
+// being replaced keeps its permissions, a new one is 0600 (snapshots may
+// hold stack traces). When a write fails, its path is untouched and no
+// temporary file is left; the JSON is written first, and a failure of
+// either is returned. A path whose extension is ".pickle" is refused: the
+// two files would have one name.
 func (a *Allocator) WriteSnapshot(path string) error {
+	pp := PicklePath(path)
+	if pp == path {
+		return fmt.Errorf("devalloc: write snapshot %q: the path names the pickle file; give the JSON path (for example snapshot.json, which writes snapshot.pickle beside it): %w", path, driver.ErrInvalidValue)
+	}
 	snap := a.Snapshot()
 	if err := writeFileAtomic(path, 0o600, snap.WriteJSON); err != nil {
 		return fmt.Errorf("devalloc: write snapshot: %w", err)
+	}
+	if err := writeFileAtomic(pp, 0o600, snap.WritePickle); err != nil {
+		return fmt.Errorf("devalloc: write snapshot pickle: %w", err)
 	}
 	return nil
 }

@@ -39,13 +39,15 @@ func TestStatsMap(t *testing.T) {
 		"allocation.all.allocated":          2,
 		"allocated_bytes.large_pool.freed":  0,
 		"reserved_bytes.large_pool.current": 20 * mib,
+		"num_cache_hits":                    0, // both grew a pool
+		"num_cache_misses":                  2,
 	} {
 		if got, ok := m[k]; !ok || got != want {
 			t.Errorf("%s = %d (present %v), want %d", k, got, ok, want)
 		}
 	}
-	if n := len(m); n != 9*3*4+2*4+8 {
-		t.Errorf("Map has %d keys, want %d", n, 9*3*4+2*4+8)
+	if n := len(m); n != 9*3*4+2*4+10 {
+		t.Errorf("Map has %d keys, want %d", n, 9*3*4+2*4+10)
 	}
 	mustFree(t, a, q)
 	a.ResetPeakStats()
@@ -143,12 +145,14 @@ func TestSnapshotSchemaAndHistory(t *testing.T) {
 }
 
 func TestHistoryRing(t *testing.T) {
-	h := newHistory(3, false)
+	h := newHistory()
+	h.resizeLocked(3)
+	h.mode.Store(modeTrace)
 	for i := range 5 {
-		h.add(actAlloc, driver.Ptr(i+1), 1, 0)
+		h.add(actSegmentAlloc, driver.Ptr(i+1), 1, 0)
 	}
 	h.mu.Lock()
-	es := h.entriesLocked()
+	es := traceEntries(h.rawLocked())
 	h.mu.Unlock()
 	if len(es) != 3 || es[0].Addr != 3 || es[2].Addr != 5 {
 		t.Errorf("ring = %+v, want the last three, oldest first", es)

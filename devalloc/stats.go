@@ -182,6 +182,15 @@ type Stats struct {
 	// LargestAlloc is the largest block handed out, in bytes.
 	LargestAlloc uint64 `json:"largest_alloc"`
 
+	// NumCacheHits counts Allocs served from the cache on the first
+	// lookup in their stream's pool; NumCacheMisses those that were not
+	// (they took another stream's block, grew the pool, or failed). Both
+	// are counted when the Alloc returns; PyTorch has no such statistic.
+	// The hit path counts nothing: hits are successful Allocs less the
+	// misses that succeeded.
+	NumCacheHits   int64 `json:"num_cache_hits"`
+	NumCacheMisses int64 `json:"num_cache_misses"`
+
 	// Backend is "native" or "passthrough".
 	Backend string `json:"backend"`
 	// ExpandableSegments reports whether expandable segments are in use;
@@ -200,7 +209,17 @@ func (a *Allocator) statsLocked() Stats {
 	s.Backend = a.cfg.Backend.String()
 	s.ExpandableSegments, s.ExpandableFallback = a.vmm != nil, a.expFallback
 	s.Limit = a.limit.Load()
+	s.NumCacheHits, s.NumCacheMisses = a.cacheHitsMissesLocked(s.NumAllocs)
 	return s
+}
+
+// cacheHitsMissesLocked derives the cache hits and misses from the
+// successful Allocs (numAllocs) and the miss counters. A miss that has
+// committed its block but not yet returned counts as a hit until it
+// returns; hits never go below 0. a.mu held.
+func (a *Allocator) cacheHitsMissesLocked(numAllocs int64) (hits, misses int64) {
+	ok, failed := int64(a.missOK.Load()), int64(a.missFailed.Load())
+	return max(0, numAllocs-ok), ok + failed
 }
 
 // stats returns the counters as Stats; the fields that are not counters
@@ -273,6 +292,8 @@ func (s Stats) Map() map[string]int64 {
 	m["num_cross_stream_reuse"] = s.NumCrossStreamReuse
 	m["num_gc_releases"] = s.NumGCReleases
 	m["num_grow_releases"] = s.NumGrowReleases
+	m["num_cache_hits"] = s.NumCacheHits
+	m["num_cache_misses"] = s.NumCacheMisses
 	return m
 }
 

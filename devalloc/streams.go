@@ -25,7 +25,7 @@ func (a *Allocator) free(p driver.Ptr) error {
 	b.uses = evpool.StreamSet{}
 	fs := b.seg.set
 	if a.hist != nil {
-		a.hist.add(actFreeRequested, b.ptr, b.size, b.allocStream.ID())
+		a.hist.free(actFreeRequested, b.ptr, b.requested, b.allocStream.ID(), b.pcs)
 	}
 	if uses.Len() == 0 && evpool.SameStream(b.allocStream, fs.stream) {
 		// The common case: used only on its own stream, which runs in
