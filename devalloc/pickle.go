@@ -156,17 +156,18 @@ func (p pickler) bool(v bool) {
 	}
 }
 
-// batched writes n items after the container already on the stack: one
-// item with the single-item opcode, more between MARK and the batch
-// opcode, pickleBatch at a time.
+// batched writes n items after the container already on the stack, as
+// CPython's _pickle does: a single item with the single-item opcode, more
+// between MARK and the batch opcode, pickleBatch at a time (a last batch
+// of one too).
 func (p pickler) batched(n int, item func(i int), single, multi byte) {
+	if n == 1 {
+		item(0)
+		p.op(single)
+		return
+	}
 	for start := 0; start < n; start += pickleBatch {
 		end := min(n, start+pickleBatch)
-		if end-start == 1 {
-			item(start)
-			p.op(single)
-			continue
-		}
 		p.op(opMark)
 		for i := start; i < end; i++ {
 			item(i)
