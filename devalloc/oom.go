@@ -127,7 +127,7 @@ func (a *Allocator) printOOM(w io.Writer, e *OOMError) {
 	var b strings.Builder
 	b.WriteString(e.Error())
 	b.WriteString("\n")
-	b.WriteString(a.MemorySummary())
+	b.WriteString(a.memorySummary(1))
 	_, _ = io.WriteString(w, b.String())
 }
 

@@ -19,9 +19,14 @@ const summaryWidth = 75
 // whether expandable segments were requested, the device offers VMM and
 // they are in use. Taken from one Stats and one MemInfo call, so the rows
 // agree with each other.
-func (a *Allocator) MemorySummary() string {
+func (a *Allocator) MemorySummary() string { return a.memorySummary(0) }
+
+// memorySummary is MemorySummary counting inflight more cache misses: the
+// OOM diagnostic counts the failing Alloc, which has not returned yet.
+func (a *Allocator) memorySummary(inflight int64) string {
 	free, total, err := a.dev.MemInfo()
 	s := a.Stats()
+	s.NumCacheMisses += inflight
 	largest := a.largestFree()
 	var b strings.Builder
 	rule := func(c byte) { fmt.Fprintf(&b, "|%s|\n", strings.Repeat(string(c), summaryWidth)) }
