@@ -1,6 +1,7 @@
 package devalloc_test
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/accelkit/accelkit/devalloc"
@@ -80,4 +81,58 @@ func ExampleOpen() {
 	st := r.Stats()
 	fmt.Printf("%T %s %d device allocations\n", r, st.Backend, st.NumDeviceAlloc)
 	// Output: *devalloc.Passthrough passthrough 3 device allocations
+}
+
+func ExampleAllocator_RecordHistory() {
+	drv, _ := driver.Open("sim", "")
+	defer drv.Close()
+	dev, _ := drv.Device(0)
+	a, _ := devalloc.New(dev, devalloc.Config{})
+	defer a.Close()
+	s := dev.DefaultStream()
+
+	// Like torch.cuda.memory._record_memory_history(max_entries=1000).
+	if err := a.RecordHistory(devalloc.HistoryOptions{MaxEntries: 1000}); err != nil {
+		panic(err)
+	}
+	p, _ := a.Alloc(1000, s)
+	snap := a.Snapshot()
+	for _, e := range snap.DeviceTraces[dev.Ordinal()] {
+		fmt.Println(e.Action, e.Size, len(e.Frames) > 0)
+	}
+	fmt.Println("live block has its allocating stack:", len(snap.Segments[0].Blocks[0].Frames) > 0)
+
+	// Like _record_memory_history(enabled=None): stop and clear.
+	_ = a.RecordHistory(devalloc.HistoryOptions{Enabled: devalloc.HistoryOff})
+	_ = a.Free(p)
+	fmt.Println(len(a.Snapshot().DeviceTraces[dev.Ordinal()]), "entries")
+	// Output:
+	// segment_alloc 2097152 true
+	// alloc 1000 true
+	// live block has its allocating stack: true
+	// 0 entries
+}
+
+func ExampleSnapshot_WritePickle() {
+	drv, _ := driver.Open("sim", "")
+	defer drv.Close()
+	dev, _ := drv.Device(0)
+	a, _ := devalloc.New(dev, devalloc.Config{})
+	defer a.Close()
+	p, _ := a.Alloc(1000, dev.DefaultStream())
+	defer a.Free(p)
+
+	// The file torch.cuda.memory._dump_snapshot writes: open it at
+	// https://pytorch.org/memory_viz or with python -m
+	// torch.cuda._memory_viz. (WriteSnapshot("snap.json") writes it beside
+	// the JSON, as snap.pickle.)
+	var buf bytes.Buffer
+	if err := a.Snapshot().WritePickle(&buf); err != nil {
+		panic(err)
+	}
+	fmt.Printf("protocol %d, %v\n", buf.Bytes()[1], buf.Len() > 0)
+	fmt.Println(devalloc.PicklePath("/tmp/snap.json"))
+	// Output:
+	// protocol 2, true
+	// /tmp/snap.pickle
 }

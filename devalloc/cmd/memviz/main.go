@@ -1,5 +1,7 @@
 // Command memviz turns a devalloc snapshot JSON file into a self-contained
-// HTML page: memviz snapshot.json > snapshot.html.
+// HTML page: memviz snapshot.json > snapshot.html; or, with -pickle, into
+// PyTorch's pickle form for its memory viewer: memviz -pickle
+// snapshot.json > snapshot.pickle.
 package main
 
 import (
@@ -18,11 +20,17 @@ func main() {
 }
 
 const usage = `usage: memviz snapshot.json > page.html
+       memviz -pickle snapshot.json > snapshot.pickle
 
 Renders a devalloc snapshot (the JSON file Allocator.WriteSnapshot writes)
 as one self-contained HTML page on stdout: a segment map with every block
 coloured by state, and allocated and reserved memory over the snapshot's
 trace.
+
+-pickle writes the snapshot in PyTorch's pickle form instead
+(Snapshot.WritePickle), for https://pytorch.org/memory_viz and
+python -m torch.cuda._memory_viz; for JSON files written before
+WriteSnapshot wrote the pickle beside them.
 
 Exit status: 0 on success (and for -h), 1 when the snapshot cannot be read
 or the page cannot be written, 2 on a usage error.
@@ -33,12 +41,13 @@ or the page cannot be written, 2 on a usage error.
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("memviz", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors and usage are printed below
+	pickle := fs.Bool("pickle", false, "write PyTorch's pickle form instead of the page")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usage)
 			return 0
 		}
-		fmt.Fprintf(stderr, "memviz: %v (memviz takes no flags but -h)\n\n%s", err, usage)
+		fmt.Fprintf(stderr, "memviz: %v (memviz takes no flags but -pickle and -h)\n\n%s", err, usage)
 		return 2
 	}
 	if fs.NArg() != 1 {
@@ -56,6 +65,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "memviz: %s: %v (want a snapshot JSON file written by devalloc's Allocator.WriteSnapshot)\n", path, err)
 		return 1
+	}
+	if *pickle {
+		if err := snap.WritePickle(stdout); err != nil {
+			fmt.Fprintln(stderr, "memviz: write the pickle:", err)
+			return 1
+		}
+		return 0
 	}
 	if err := memviz.Render(stdout, snap); err != nil {
 		fmt.Fprintln(stderr, "memviz: write the page:", err)

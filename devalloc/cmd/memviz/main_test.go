@@ -50,7 +50,9 @@ func TestRun(t *testing.T) {
 		{"--help", []string{"--help"}, 0, "Exit status: 0 on success", ""},
 		{"no args", nil, 2, "", "memviz: want one snapshot file, got 0 arguments\n\nusage: memviz snapshot.json"},
 		{"two args", []string{good, good}, 2, "", "want one snapshot file, got 2 arguments"},
-		{"unknown flag", []string{"-o", "x.html", good}, 2, "", "memviz: flag provided but not defined: -o (memviz takes no flags but -h)"},
+		{"unknown flag", []string{"-o", "x.html", good}, 2, "", "memviz: flag provided but not defined: -o (memviz takes no flags but -pickle and -h)"},
+		{"pickle", []string{"-pickle", good}, 0, "\x80\x02}", ""},
+		{"pickle of a bad file", []string{"-pickle", bad}, 1, "", `no "segments" array`},
 		{"dash-named file after --", []string{"--", "-snap.json"}, 1, "", "open -snap.json: no such file"},
 		{"missing file", []string{filepath.Join(dir, "none.json")}, 1, "", "no such file or directory (want a snapshot JSON file written by devalloc's Allocator.WriteSnapshot)"},
 		{"not a snapshot", []string{bad}, 1, "", `no "segments" array`},
@@ -70,5 +72,39 @@ func TestRun(t *testing.T) {
 				t.Errorf("wrote to stderr on success: %q", errb.String())
 			}
 		})
+	}
+}
+
+// TestRunPickle: -pickle writes the same bytes as the pickle WriteSnapshot
+// wrote beside the JSON.
+func TestRunPickle(t *testing.T) {
+	drv, err := sim.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drv.Close()
+	dev, err := drv.Device(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := devalloc.New(dev, devalloc.Config{HistoryEntries: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.Alloc(1000, nil); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "snap.json")
+	if err := a.WriteSnapshot(path); err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(devalloc.PicklePath(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"-pickle", path}, &out, &errb); code != 0 || !bytes.Equal(out.Bytes(), want) {
+		t.Errorf("exit %d (stderr %q); the pickle differs from WriteSnapshot's (%d bytes, want %d)", code, errb.String(), out.Len(), len(want))
 	}
 }
