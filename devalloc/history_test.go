@@ -3,6 +3,7 @@ package devalloc
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -220,22 +221,10 @@ func TestHistoryResize(t *testing.T) {
 			last := addrs()[len(addrs())-1]
 			h.add(actSegmentMap, driver.Ptr(last+1), 1, 0)
 		}
-		if got := addrs(); !equalU64(got, step.want) {
+		if got := addrs(); !slices.Equal(got, step.want) {
 			t.Fatalf("resize to %d, add %d: %v, want %v", step.n, step.add, got, step.want)
 		}
 	}
-}
-
-func equalU64(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestRecordHistoryStress switches history while goroutines allocate,

@@ -203,188 +203,115 @@ func (s *Snapshot) WritePickle(w io.Writer) error {
 	p := pickler{bw}
 	p.op(opProto)
 	p.op(pickleProtocol)
-	top := []string{"segments", "device_traces", "allocator_settings", "stats", "device_info"}
-	p.dict(top, func(i int) {
-		switch i {
-		case 0:
-			p.list(len(s.Segments), func(j int) { p.segment(&s.Segments[j]) })
-		case 1:
-			p.list(len(s.DeviceTraces), func(d int) {
-				tr := s.DeviceTraces[d]
-				p.list(len(tr), func(j int) { p.traceEntry(&tr[j]) })
-			})
-		case 2:
-			p.settings(&s.Allocator)
-		case 3:
-			p.stats(s.Stats)
-		case 4:
-			p.deviceInfo(&s.Device)
-		}
+	p.fields(func() {
+		p.key("segments").list(len(s.Segments), func(j int) { p.segment(&s.Segments[j]) })
+		p.key("device_traces").list(len(s.DeviceTraces), func(d int) {
+			tr := s.DeviceTraces[d]
+			p.list(len(tr), func(j int) { p.traceEntry(&tr[j]) })
+		})
+		p.key("allocator_settings").settings(&s.Allocator)
+		keys := slices.Sorted(maps.Keys(s.Stats))
+		p.key("stats").dict(keys, func(i int) { p.int(s.Stats[keys[i]]) })
+		p.key("device_info").deviceInfo(&s.Device)
 	})
 	p.op(opStop)
 	return bw.Flush()
 }
 
-var segmentKeys = []string{"device", "address", "total_size", "allocated_size", "active_size",
-	"requested_size", "stream", "segment_type", "segment_pool_id", "is_expandable", "frames", "blocks"}
+// fields writes a dict of a few fixed keys (more than one, fewer than a
+// batch), whose items fn writes with key and a value.
+func (p pickler) fields(fn func()) {
+	p.op(opEmptyDict)
+	p.op(opMark)
+	fn()
+	p.op(opSetItems)
+}
+
+// key writes a dict key and returns p for its value.
+func (p pickler) key(k string) pickler {
+	p.str(k)
+	return p
+}
 
 func (p pickler) segment(sg *SegmentInfo) {
-	p.dict(segmentKeys, func(i int) {
-		switch i {
-		case 0:
-			p.int(int64(sg.Device))
-		case 1:
-			p.uint(sg.Address)
-		case 2:
-			p.uint(sg.TotalSize)
-		case 3:
-			p.uint(sg.AllocatedSize)
-		case 4:
-			p.uint(sg.ActiveSize)
-		case 5:
-			p.uint(sg.RequestedSize)
-		case 6:
-			p.uint(sg.Stream)
-		case 7:
-			p.str(sg.SegmentType)
-		case 8:
-			p.int(0)
-			p.int(0)
-			p.op(opTuple2)
-		case 9:
-			p.bool(sg.IsExpandable)
-		case 10:
-			p.frames(nil)
-		case 11:
-			p.list(len(sg.Blocks), func(j int) { p.block(&sg.Blocks[j]) })
-		}
+	p.fields(func() {
+		p.key("device").int(int64(sg.Device))
+		p.key("address").uint(sg.Address)
+		p.key("total_size").uint(sg.TotalSize)
+		p.key("allocated_size").uint(sg.AllocatedSize)
+		p.key("active_size").uint(sg.ActiveSize)
+		p.key("requested_size").uint(sg.RequestedSize)
+		p.key("stream").uint(sg.Stream)
+		p.key("segment_type").str(sg.SegmentType)
+		p.key("segment_pool_id").int(0) // (0, 0): devalloc has no private pools
+		p.int(0)
+		p.op(opTuple2)
+		p.key("is_expandable").bool(sg.IsExpandable)
+		p.key("frames").frames(nil)
+		p.key("blocks").list(len(sg.Blocks), func(j int) { p.block(&sg.Blocks[j]) })
 	})
 }
-
-var blockKeys = []string{"address", "size", "requested_size", "state", "frames"}
 
 func (p pickler) block(b *BlockInfo) {
-	p.dict(blockKeys, func(i int) {
-		switch i {
-		case 0:
-			p.uint(b.Address)
-		case 1:
-			p.uint(b.Size)
-		case 2:
-			p.uint(b.RequestedSize)
-		case 3:
-			p.str(b.State)
-		case 4:
-			p.frames(b.Frames)
-		}
+	p.fields(func() {
+		p.key("address").uint(b.Address)
+		p.key("size").uint(b.Size)
+		p.key("requested_size").uint(b.RequestedSize)
+		p.key("state").str(b.State)
+		p.key("frames").frames(b.Frames)
 	})
 }
-
-var (
-	traceKeys    = []string{"action", "addr", "size", "stream", "time_us", "frames"}
-	traceOOMKeys = []string{"action", "device_free", "size", "stream", "time_us", "frames"}
-)
 
 func (p pickler) traceEntry(e *TraceEntry) {
-	keys := traceKeys
-	if e.Action == ActionOOM {
-		keys = traceOOMKeys
-	}
-	p.dict(keys, func(i int) {
-		switch i {
-		case 0:
-			p.str(e.Action)
-		case 1:
-			if e.Action == ActionOOM {
-				p.uint(e.DeviceFree)
-			} else {
-				p.uint(e.Addr)
-			}
-		case 2:
-			p.uint(e.Size)
-		case 3:
-			p.uint(e.Stream)
-		case 4:
-			p.int(e.TimeUS)
-		case 5:
-			p.frames(e.Frames)
+	p.fields(func() {
+		p.key("action").str(e.Action)
+		if e.Action == ActionOOM {
+			p.key("device_free").uint(e.DeviceFree)
+		} else {
+			p.key("addr").uint(e.Addr)
 		}
+		p.key("size").uint(e.Size)
+		p.key("stream").uint(e.Stream)
+		p.key("time_us").int(e.TimeUS)
+		p.key("frames").frames(e.Frames)
 	})
 }
-
-var frameKeys = []string{"filename", "line", "name"}
 
 func (p pickler) frames(fs []Frame) {
 	p.list(len(fs), func(j int) {
-		f := &fs[j]
-		p.dict(frameKeys, func(i int) {
-			switch i {
-			case 0:
-				p.str(f.Filename)
-			case 1:
-				p.int(int64(f.Line))
-			case 2:
-				p.str(f.Name)
-			}
+		p.fields(func() {
+			p.key("filename").str(fs[j].Filename)
+			p.key("line").int(int64(fs[j].Line))
+			p.key("name").str(fs[j].Name)
 		})
 	})
 }
 
-var settingsKeys = []string{"PYTORCH_CUDA_ALLOC_CONF", "max_split_size", "garbage_collection_threshold",
-	"expandable_segments", "roundup_power2_divisions", "config", "backend", "schema"}
-
 func (p pickler) settings(st *AllocatorSettings) {
-	p.dict(settingsKeys, func(i int) {
-		switch i {
-		case 0:
-			p.str(st.Conf)
-		case 1:
-			p.int(st.MaxSplitSize)
-		case 2:
-			p.float(st.GarbageCollectionThreshold)
-		case 3:
-			p.bool(st.ExpandableSegments)
-		case 4:
-			keys := make([]string, len(st.RoundupPower2Divisions))
-			for j := range keys {
-				keys[j] = strconv.Itoa(1 << j)
-			}
-			p.dict(keys, func(j int) { p.int(st.RoundupPower2Divisions[j]) })
-		case 5:
-			p.str(st.Config)
-		case 6:
-			p.str(st.Backend)
-		case 7:
-			p.str(st.Schema)
+	p.fields(func() {
+		p.key("PYTORCH_CUDA_ALLOC_CONF").str(st.Conf)
+		p.key("max_split_size").int(st.MaxSplitSize)
+		p.key("garbage_collection_threshold").float(st.GarbageCollectionThreshold)
+		p.key("expandable_segments").bool(st.ExpandableSegments)
+		keys := make([]string, len(st.RoundupPower2Divisions))
+		for j := range keys {
+			keys[j] = strconv.Itoa(1 << j)
 		}
+		p.key("roundup_power2_divisions").dict(keys, func(j int) { p.int(st.RoundupPower2Divisions[j]) })
+		p.key("config").str(st.Config)
+		p.key("backend").str(st.Backend)
+		p.key("schema").str(st.Schema)
 	})
 }
 
-func (p pickler) stats(m map[string]int64) {
-	keys := slices.Sorted(maps.Keys(m))
-	p.dict(keys, func(i int) { p.int(m[keys[i]]) })
-}
-
-var deviceInfoKeys = []string{"device", "total_memory", "free_memory", "expandable_segments_requested",
-	"vmm_available", "expandable_segments_in_use", "vmm_granularity"}
-
 func (p pickler) deviceInfo(d *DeviceInfo) {
-	p.dict(deviceInfoKeys, func(i int) {
-		switch i {
-		case 0:
-			p.int(int64(d.Device))
-		case 1:
-			p.uint(d.TotalMemory)
-		case 2:
-			p.uint(d.FreeMemory)
-		case 3:
-			p.bool(d.ExpandableRequested)
-		case 4:
-			p.bool(d.VMMAvailable)
-		case 5:
-			p.bool(d.ExpandableInUse)
-		case 6:
-			p.uint(d.VMMGranularity)
-		}
+	p.fields(func() {
+		p.key("device").int(int64(d.Device))
+		p.key("total_memory").uint(d.TotalMemory)
+		p.key("free_memory").uint(d.FreeMemory)
+		p.key("expandable_segments_requested").bool(d.ExpandableRequested)
+		p.key("vmm_available").bool(d.VMMAvailable)
+		p.key("expandable_segments_in_use").bool(d.ExpandableInUse)
+		p.key("vmm_granularity").uint(d.VMMGranularity)
 	})
 }

@@ -11,7 +11,10 @@ import (
 	"github.com/accelkit/accelkit/driver/sim"
 )
 
-func TestRun(t *testing.T) {
+// writeSnapshot writes the snapshot of an allocator holding one 3 MiB
+// block, with a trace, to dir/snap.json (and its pickle beside it).
+func writeSnapshot(t *testing.T, dir string) string {
+	t.Helper()
 	drv, err := sim.Open("capacity=64MiB")
 	if err != nil {
 		t.Fatal(err)
@@ -29,11 +32,16 @@ func TestRun(t *testing.T) {
 	if _, err := a.Alloc(3<<20, dev.DefaultStream()); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	good := filepath.Join(dir, "snap.json")
-	if err := a.WriteSnapshot(good); err != nil {
+	path := filepath.Join(dir, "snap.json")
+	if err := a.WriteSnapshot(path); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+func TestRun(t *testing.T) {
+	dir := t.TempDir()
+	good := writeSnapshot(t, dir)
 	bad := filepath.Join(dir, "bad.json")
 	if err := os.WriteFile(bad, []byte(`{"stats": {}}`), 0o644); err != nil {
 		t.Fatal(err)
@@ -78,27 +86,7 @@ func TestRun(t *testing.T) {
 // TestRunPickle: -pickle writes the same bytes as the pickle WriteSnapshot
 // wrote beside the JSON.
 func TestRunPickle(t *testing.T) {
-	drv, err := sim.Open("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drv.Close()
-	dev, err := drv.Device(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := devalloc.New(dev, devalloc.Config{HistoryEntries: 16})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	if _, err := a.Alloc(1000, nil); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "snap.json")
-	if err := a.WriteSnapshot(path); err != nil {
-		t.Fatal(err)
-	}
+	path := writeSnapshot(t, t.TempDir())
 	want, err := os.ReadFile(devalloc.PicklePath(path))
 	if err != nil {
 		t.Fatal(err)
