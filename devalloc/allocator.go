@@ -48,7 +48,8 @@ package devalloc
 //   PyTorch's policy): before a miss reserves a new plain segment, cached
 //   whole segments of the large pool, any stream, are released oldest
 //   freed first until they cover it; with expandable segments, other
-//   streams' free large-pool pages are unmapped before mapping. PyTorch
+//   streams' free large-pool pages are unmapped before mapping (only
+//   streams with no queued work: that path holds mu and never waits). PyTorch
 //   keeps them until an allocation fails, when the peak is already there.
 // - garbage_collection_threshold: before growing, when reserved memory
 //   would pass that fraction of the limit, release cached whole segments,

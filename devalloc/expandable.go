@@ -225,10 +225,13 @@ func (a *Allocator) mapNeed(b *block, rsize uint64) uint64 {
 // releaseOthersLocked is release-before-growing for expandable segments:
 // before fs maps need more bytes, it unmaps the free whole pages that
 // other streams' large-pool ranges hold, oldest freed first, until they
-// cover need, each owner stream synchronised first as in shrinkLocked. The
-// free pages of fs's own ranges stay mapped: the run being grown may take
-// them, and a later request of fs merges them with new pages, which is
-// what keeps expandable segments unfragmented. a.mu held.
+// cover need. It runs under a.mu, so it never waits: only pages of
+// streams whose queued work has all finished (Stream.Query) are taken,
+// and a busy stream's pages stay for a later grow (EmptyCache and the OOM
+// path synchronise instead). The free pages of fs's own ranges stay
+// mapped: the run being grown may take them, and a later request of fs
+// merges them with new pages, which is what keeps expandable segments
+// unfragmented. a.mu held.
 func (a *Allocator) releaseOthersLocked(fs *freeSet, need uint64) {
 	l := &a.rel.page[0]
 	mine := 0
@@ -240,17 +243,23 @@ func (a *Allocator) releaseOthersLocked(fs *freeSet, need uint64) {
 	}
 	var freed uint64
 	var released int64
-	var synced []*freeSet
+	var idle, busy []*freeSet // owners asked, by answer
 	for b := l.head; b != nil && freed < need; {
 		// unmapFreeLocked takes b off the list and puts no block of less
 		// than a page on it, so the next one stays valid.
 		a.visits++
 		next := b.rnext
-		if owner := b.seg.set; owner != fs {
-			if !slices.Contains(synced, owner) {
-				synced = append(synced, owner)
-				_ = owner.stream.Synchronize() // as in freeSegments
+		owner := b.seg.set
+		if owner != fs && !slices.Contains(busy, owner) && !slices.Contains(idle, owner) {
+			// A stream whose work failed will never run it: its memory
+			// may go, as in freeSegments.
+			if done, err := owner.stream.Query(); done || err != nil {
+				idle = append(idle, owner)
+			} else {
+				busy = append(busy, owner)
 			}
+		}
+		if owner != fs && slices.Contains(idle, owner) {
 			// A failed unmap leaves the pages mapped and counted; the
 			// grow goes on either way.
 			n, _ := a.unmapFreeLocked(owner, b)

@@ -142,15 +142,34 @@ func TestReleaseBeforeGrowStreamSafe(t *testing.T) {
 				}
 				done <- err
 			}()
-			// The release must wait for s; the driver releases nothing
-			// while the gate holds s's memset back.
-			time.Sleep(50 * time.Millisecond)
-			if n := released(sd); n != 0 {
-				t.Fatalf("%d driver frees or unmaps while the owner stream's work was queued", n)
-			}
-			open()
-			if err := <-done; err != nil {
-				t.Fatal(err)
+			if conf == "" {
+				// Plain: the release waits for s (outside the allocator's
+				// lock, as cudaFree would); the driver frees nothing while
+				// the gate holds s's memset back.
+				time.Sleep(50 * time.Millisecond)
+				if n := released(sd); n != 0 {
+					t.Fatalf("%d driver frees while the owner stream's work was queued", n)
+				}
+				open()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				// Expandable: the release runs under the allocator's lock
+				// and never waits: a busy stream's pages are skipped.
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				if n := released(sd); n != 0 {
+					t.Fatalf("%d unmaps while the owner stream's work was queued", n)
+				}
+				open()
+				if err := s.Synchronize(); err != nil {
+					t.Fatal(err)
+				}
+				// s is idle now: the next grow on other takes its pages.
+				x := mustAlloc(t, a, 80*mib, other)
+				mustFree(t, a, x)
 			}
 			if err := s.Synchronize(); err != nil {
 				t.Fatalf("the owner stream's memset failed (memory released under it?): %v", err)
