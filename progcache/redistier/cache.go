@@ -1,0 +1,320 @@
+package redistier
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/accelkit/accelkit/progcache"
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	_ progcache.Cache   = (*Cache)(nil)
+	_ progcache.Viewer  = (*Cache)(nil)
+	_ progcache.Grouped = (*Cache)(nil)
+)
+
+// Cache is a progcache.Cache on Redis, shared by every process and
+// machine that opens the same namespace. It is safe for concurrent use.
+//
+// Entries are progcache records (progcache.EncodeRecord), sealed with the
+// MAC key of Options.Record or, on a trusted network, a CRC-32C. A record
+// that fails its check is a miss, counted in Corrupt, and deleted if it is
+// still the value that was read; one sealed under another configuration
+// is a miss counted in Unreadable and kept.
+//
+// Redis failing is never the caller's failure on a lookup: Get and View
+// report a call that failed, timed out or was refused by the breaker as a
+// miss (counted), and return an error only for the caller's own context
+// and after Close. Put, Delete, Len, Clear, Prefetch, Acquire and Release
+// return an error wrapping ErrUnavailable, so a caller such as a tiered
+// cache can count the failure and go on.
+//
+// Close stops the heartbeats of the leases still held and releases them;
+// it does not close the client, which stays the caller's.
+//
+// Locking: mu guards closed and leases, so that Close and Acquire agree on
+// which leases Close must release; nothing talks to Redis under mu. The
+// counters are atomics, the breaker has its own lock, group has its own
+// and is never held with mu. Everything else is set in New and only read.
+type Cache struct {
+	client  redis.UniversalClient
+	opts    Options // defaults filled in
+	ks      keyspace
+	inline  bool // the client honours deadlines: call runs ops in place
+	index   *index
+	breaker *breaker
+	n       counters
+	group   progcache.Group
+
+	mu     sync.Mutex
+	closed atomic.Bool // written under mu, read without it
+	leases map[*Lease]struct{}
+}
+
+// New returns a Cache on client, which may be a single node, a Sentinel
+// failover client or a Cluster client, with the caller's TLS and ACL
+// settings; New sends it nothing. Options must carry a MAC key, or say
+// that the network is trusted (TrustedNetworkNoMAC); an option out of
+// range is an error wrapping progcache.ErrInvalidConfig that names it.
+func New(client redis.UniversalClient, opts Options) (*Cache, error) {
+	if client == nil {
+		return nil, fmt.Errorf("redistier: nil client: want a redis.UniversalClient (redis.NewClient, NewFailoverClient, NewClusterClient or NewUniversalClient): %w", progcache.ErrInvalidConfig)
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	c := &Cache{
+		client:  client,
+		opts:    opts,
+		ks:      newKeyspace(opts.Namespace),
+		inline:  honoursDeadlines(client),
+		breaker: newBreaker(opts.BreakerFailures, opts.BreakerCooldown),
+		leases:  map[*Lease]struct{}{},
+	}
+	if opts.MaxBytes > 0 {
+		c.index = &index{c: c}
+	}
+	return c, nil
+}
+
+// Namespace returns the cache's namespace (DefaultNamespace when Options
+// named none).
+func (c *Cache) Namespace() string { return c.opts.Namespace }
+
+// Group returns the Group that progcache.GetOrCompile uses for this cache:
+// it makes concurrent misses in this process compile once. Across
+// processes, a lease (Acquire) does.
+func (c *Cache) Group() *progcache.Group { return &c.group }
+
+// enter checks the caller's context and that the cache is open.
+func (c *Cache) enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if c.closed.Load() {
+		return fmt.Errorf("redistier: cache %q: %w", c.opts.Namespace, progcache.ErrClosed)
+	}
+	return nil
+}
+
+// Get returns the object stored under k, as a fresh copy. A miss, a
+// corrupt or unreadable entry, and a lookup that Redis could not serve are
+// all (Object{}, false, nil), each counted; the error is the caller's
+// context error or ErrClosed.
+func (c *Cache) Get(ctx context.Context, k progcache.Key) (progcache.Object, bool, error) {
+	b, err := c.lookup(ctx, k)
+	if err != nil || b == nil {
+		return progcache.Object{}, false, err
+	}
+	stored, obj, err := progcache.DecodeRecord(b, c.opts.Record)
+	if !c.accept(ctx, k, b, stored, err) {
+		return progcache.Object{}, false, nil
+	}
+	// Code aliases the reply, which go-redis hands over as the bytes of
+	// a string: give the caller memory of its own.
+	obj.Code = slices.Clone(obj.Code)
+	return obj, true, nil
+}
+
+// View looks k up as Get does and, on a hit, lends the stored object to
+// fn without copying it (progcache.Viewer). The View is valid only until
+// fn returns.
+func (c *Cache) View(ctx context.Context, k progcache.Key, fn func(progcache.View) error) (bool, error) {
+	b, err := c.lookup(ctx, k)
+	if err != nil || b == nil {
+		return false, err
+	}
+	stored, v, err := progcache.ViewRecord(b, c.opts.Record)
+	if !c.accept(ctx, k, b, stored, err) {
+		return false, nil
+	}
+	return true, fn(v)
+}
+
+// lookup fetches k's record. A missing key and a call that failed are
+// (nil, nil), counted as misses; the error is the caller's context error
+// or ErrClosed.
+func (c *Cache) lookup(ctx context.Context, k progcache.Key) ([]byte, error) {
+	if err := c.enter(ctx); err != nil {
+		return nil, err
+	}
+	key := c.ks.entry(k)
+	var b []byte
+	err := c.call(ctx, "get", func(ctx context.Context) error {
+		var err error
+		if c.index != nil {
+			b, err = c.index.getTouch(ctx, key, member(k))
+		} else {
+			b, err = c.client.Get(ctx, key).Bytes()
+		}
+		return err
+	})
+	switch {
+	case err == nil:
+		return b, nil
+	case ctx.Err() != nil:
+		return nil, err
+	}
+	// Absent, or Redis could not say (counted by call): a miss either way.
+	c.n.misses.Add(1)
+	return nil, nil
+}
+
+// accept judges the record b fetched for k, which decoded to stored with
+// err (judge), and counts a hit or a miss.
+func (c *Cache) accept(ctx context.Context, k progcache.Key, b []byte, stored progcache.Key, err error) bool {
+	if c.judge(ctx, k, b, stored, err) {
+		c.n.hits.Add(1)
+		return true
+	}
+	c.n.misses.Add(1)
+	return false
+}
+
+// judge reports whether the record b fetched for k, which decoded to
+// stored with err, is usable. One that is not is counted as unreadable
+// (kept) or corrupt (deleted, when it is still the value read). A record
+// stored under another key's name is corrupt: it was copied or planted
+// there.
+func (c *Cache) judge(ctx context.Context, k progcache.Key, b []byte, stored progcache.Key, err error) bool {
+	switch {
+	case err == nil && stored == k:
+		return true
+	case errors.Is(err, progcache.ErrUnreadable):
+		c.n.unreadable.Add(1)
+	default:
+		c.n.corrupt.Add(1)
+		c.deleteCorrupt(ctx, k, b)
+	}
+	return false
+}
+
+// deleteIfEqual deletes KEYS[1] if its value's SHA-1 is ARGV[1], so a
+// corrupt entry goes but one that a peer rewrote since it was read stays.
+// SHA-1 stands for the value here, not against an adversary: whoever can
+// write the key can delete it anyway.
+var deleteIfEqual = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v and redis.sha1hex(v) == ARGV[1] then
+	return redis.call('DEL', KEYS[1])
+end
+return 0`)
+
+// deleteCorrupt deletes k's entry if it still holds b. A failure is
+// counted by call and otherwise ignored: the entry stays a miss.
+func (c *Cache) deleteCorrupt(ctx context.Context, k progcache.Key, b []byte) {
+	sum := sha1.Sum(b)
+	key := c.ks.entry(k)
+	var n int64
+	err := c.call(ctx, "delete corrupt entry", func(ctx context.Context) error {
+		var err error
+		n, err = deleteIfEqual.Run(ctx, c.client, []string{key}, hex.EncodeToString(sum[:])).Int64()
+		return err
+	})
+	if err != nil || n == 0 {
+		return
+	}
+	c.n.corruptDeleted.Add(1)
+	if c.index != nil {
+		c.index.forget(ctx, member(k))
+	}
+}
+
+// Put stores obj under k, replacing what was there, with Options.TTL. A
+// record over MaxEntryBytes (or MaxBytes) is refused with an error
+// wrapping progcache.ErrTooLarge and counted; a Put that Redis could not
+// serve returns an error wrapping ErrUnavailable, counted in PutErrors.
+func (c *Cache) Put(ctx context.Context, k progcache.Key, obj progcache.Object) error {
+	if err := c.enter(ctx); err != nil {
+		return err
+	}
+	if n := progcache.RecordSize(obj, c.opts.Record); n > c.opts.MaxEntryBytes {
+		c.n.tooLarge.Add(1)
+		return fmt.Errorf("redistier: put %s: record of %d bytes is over the %d-byte entry cap (Options.MaxEntryBytes, or MaxBytes when smaller): %w", k, n, c.opts.MaxEntryBytes, progcache.ErrTooLarge)
+	}
+	rec, err := progcache.EncodeRecord(k, obj, c.opts.Record)
+	if err != nil {
+		return fmt.Errorf("redistier: put %s: %w", k, err)
+	}
+	key := c.ks.entry(k)
+	err = c.call(ctx, "put", func(ctx context.Context) error {
+		return c.client.Set(ctx, key, rec, c.opts.TTL).Err()
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			c.n.putErrors.Add(1)
+		}
+		return err
+	}
+	c.n.puts.Add(1)
+	if c.index != nil {
+		c.index.admit(ctx, member(k), int64(len(rec)))
+	}
+	return nil
+}
+
+// Delete removes k's entry; an absent key is not an error. A Delete that
+// Redis could not serve returns an error wrapping ErrUnavailable.
+func (c *Cache) Delete(ctx context.Context, k progcache.Key) error {
+	if err := c.enter(ctx); err != nil {
+		return err
+	}
+	key := c.ks.entry(k)
+	err := c.call(ctx, "delete", func(ctx context.Context) error {
+		return c.client.Del(ctx, key).Err()
+	})
+	if err != nil {
+		return err
+	}
+	if c.index != nil {
+		c.index.forget(ctx, member(k))
+	}
+	return nil
+}
+
+// Stats returns progcache's counters (see Stats for what they mean here);
+// RedisStats returns them with the remote tier's own. Both keep answering
+// after Close.
+func (c *Cache) Stats() progcache.Stats { return c.RedisStats().Stats }
+
+// RedisStats returns every counter of the cache and the breaker's state.
+func (c *Cache) RedisStats() Stats {
+	s := c.n.stats()
+	s.MaxBytes = c.opts.MaxBytes
+	s.Breaker, s.BreakerOpens = c.breaker.snapshot()
+	return s
+}
+
+// Close stops the heartbeats of the leases still held and releases them
+// (each within Options.Timeout; one Redis cannot take lapses after its
+// LeaseTTL). Every later call returns an error wrapping
+// progcache.ErrClosed; Stats keeps answering. Close does not close the
+// client. It is idempotent and safe to call concurrently with every other
+// method.
+func (c *Cache) Close() error {
+	c.mu.Lock()
+	if c.closed.Load() {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed.Store(true)
+	held := make([]*Lease, 0, len(c.leases))
+	for l := range c.leases {
+		held = append(held, l)
+	}
+	c.mu.Unlock()
+	for _, l := range held {
+		// A release that Redis cannot serve is counted; the lease then
+		// lapses after its TTL, which is all a waiter needs.
+		_ = l.release(context.Background())
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package redistier
+
+// One Redis call: the breaker, the per-call timeout, and what a failure
+// counts as.
+//
+// go-redis applies a context's deadline to its socket reads and writes
+// only when the client was built with ContextTimeoutEnabled; otherwise it
+// waits up to its own ReadTimeout (3 s by default, or for ever) whatever
+// the context says. The client is the caller's, with their settings, so
+// call enforces Options.Timeout itself: with a client that honours
+// deadlines the call runs on the caller's goroutine under a context with
+// that deadline; with one that does not, it runs on a goroutine of its own
+// and call stops waiting for it at the deadline. The abandoned call ends
+// within the client's ReadTimeout (its connection is then discarded) and
+// is counted in Stats.Abandoned.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// honoursDeadlines reports whether c applies context deadlines to its
+// socket operations (ContextTimeoutEnabled), for the clients go-redis
+// builds; a client of another type is assumed not to.
+func honoursDeadlines(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// call runs op, which talks to Redis, under the breaker and within
+// Options.Timeout. It returns nil, redis.Nil (a missing key: an answer,
+// not a failure), an error wrapping the caller's context error when ctx
+// ended, or an error wrapping ErrUnavailable and the cause, counted. what
+// names the operation in the error.
+//
+// op must not keep what it is given past its return, and its caller must
+// read what op wrote only when call returned without a timeout: an
+// abandoned op finishes on its own goroutine.
+func (c *Cache) call(ctx context.Context, what string, op func(ctx context.Context) error) error {
+	ok, probe := c.breaker.allow()
+	if !ok {
+		c.n.rejected.Add(1)
+		return fmt.Errorf("redistier: %s: %w", what, ErrBreakerOpen)
+	}
+	opCtx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	var err error
+	if c.inline {
+		err = op(opCtx)
+	} else {
+		done := make(chan error, 1)
+		go func() { done <- op(opCtx) }()
+		select {
+		case err = <-done:
+		case <-opCtx.Done():
+			c.n.abandoned.Add(1)
+			err = opCtx.Err()
+		}
+	}
+	switch {
+	case err == nil || errors.Is(err, redis.Nil):
+		c.breaker.done(probe, verdictOK)
+		return err
+	case ctx.Err() != nil:
+		// The caller gave up (or its own deadline came first): nothing
+		// learnt about the server, and nothing counted.
+		c.breaker.done(probe, verdictNeutral)
+		return fmt.Errorf("redistier: %s: %w", what, ctx.Err())
+	}
+	c.n.errors.Add(1)
+	v := verdictFailed
+	switch {
+	case opCtx.Err() != nil || isTimeout(err):
+		c.n.timeouts.Add(1)
+		err = fmt.Errorf("no answer within %v (Options.Timeout): %w", c.opts.Timeout, err)
+	case isReply(err):
+		// The server answered: it is there, if unhappy (out of memory
+		// under noeviction, no permission, a script error).
+		v = verdictOK
+	}
+	c.breaker.done(probe, v)
+	return fmt.Errorf("redistier: %s: %w: %w", what, ErrUnavailable, err)
+}
+
+// isTimeout reports a network timeout.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// isReply reports an error reply from a server that can serve: not one
+// that says the server (or the cluster) cannot serve right now, which is
+// as good as no answer for the breaker.
+func isReply(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, p := range []string{"LOADING", "CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "BUSY"} {
+		if strings.HasPrefix(re.Error(), p) {
+			return false
+		}
+	}
+	return true
+}
+
+// isOurs reports an error that call already shaped: a failure wrapping
+// ErrUnavailable, or the caller's context error.
+func isOurs(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}

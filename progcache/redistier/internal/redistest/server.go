@@ -1,0 +1,237 @@
+// Package redistest runs real Redis servers for the redistier tests and
+// benchmarks: a single node (Start), a Redis Cluster of several masters
+// (StartCluster), and a TCP proxy that can stall or cut the connections
+// to one (NewProxy). Each server is a redis-server process on a free
+// loopback port, in a temporary directory, without persistence, stopped
+// by its PID when the test ends.
+//
+// When redis-server is not installed, the test is skipped with the
+// command that installs it, or fails if the environment sets
+// ACCELKIT_REQUIRE_REDIS (CI does, so that these tests never silently
+// skip there).
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RequireEnv names the environment variable that turns a missing
+// redis-server from a skip into a failure.
+const RequireEnv = "ACCELKIT_REQUIRE_REDIS"
+
+// installHint says how to get the server.
+const installHint = "redis-server not found in PATH: install it (Debian/Ubuntu: apt-get install redis-server; the tests need redis-server and redis-cli 7 or newer)"
+
+const (
+	// readyWait bounds how long a starting server may take to answer
+	// PING: a loopback server with no data answers in milliseconds.
+	readyWait = 10 * time.Second
+	// stopWait is how long Stop waits after SIGTERM before SIGKILL.
+	stopWait = 5 * time.Second
+)
+
+// Binary returns the path of redis-server, or skips (or fails, under
+// RequireEnv) the test when it is not installed.
+func Binary(tb testing.TB) string {
+	tb.Helper()
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv(RequireEnv) != "" {
+			tb.Fatalf("%s (%s is set, so this is a failure, not a skip)", installHint, RequireEnv)
+		}
+		tb.Skip(installHint)
+	}
+	return p
+}
+
+// Server is one redis-server process.
+type Server struct {
+	// Addr is the server's address, 127.0.0.1:Port.
+	Addr string
+	Port int
+	// Dir is the server's working directory (a test temporary directory).
+	Dir string
+
+	tb     testing.TB
+	bin    string
+	args   []string
+	cmd    *exec.Cmd
+	exited chan error // cmd.Wait's result, once the process is gone
+	log    string
+}
+
+// Start starts a redis-server on a free loopback port and returns once it
+// answers PING; extra are more command-line options ("--maxmemory",
+// "1mb", ...). The server is stopped when the test ends.
+func Start(tb testing.TB, extra ...string) *Server {
+	tb.Helper()
+	bin := Binary(tb)
+	dir := tb.TempDir()
+	var lastErr error
+	// A free port found by listening on port 0 can be taken by another
+	// process before the server binds it: try a few.
+	for range 3 {
+		port, err := freePort()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Dir: dir, tb: tb, bin: bin}
+		s.args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir}, extra...)
+		if lastErr = s.start(); lastErr == nil {
+			tb.Cleanup(s.Stop)
+			return s
+		}
+	}
+	tb.Fatalf("redistest: start redis-server: %v", lastErr)
+	return nil
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("redistest: find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// start runs the server process and waits until it answers PING.
+func (s *Server) start() error {
+	s.log = filepath.Join(s.Dir, fmt.Sprintf("redis-%d.log", s.Port))
+	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close() // the child has its own descriptor
+	cmd := exec.Command(s.bin, s.args...)
+	cmd.Dir = s.Dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	setProcAttr(cmd)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	s.cmd, s.exited = cmd, make(chan error, 1)
+	go func() { s.exited <- cmd.Wait() }()
+	if err := waitReady(s.Addr, s.exited); err != nil {
+		s.kill()
+		return fmt.Errorf("%w; its log:\n%s", err, s.logTail())
+	}
+	return nil
+}
+
+// waitReady polls addr with PING until it answers, the process exits, or
+// readyWait passes.
+func waitReady(addr string, exited <-chan error) error {
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second})
+	defer c.Close()
+	deadline := time.Now().Add(readyWait)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case werr := <-exited:
+			return fmt.Errorf("redis-server on %s exited before answering: %v", addr, werr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis-server on %s did not answer PING within %v: %w", addr, readyWait, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// PID returns the server process's ID.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
+// Kill ends the server with SIGKILL, as a crash would, and waits until the
+// process is gone; Restart starts it again.
+func (s *Server) Kill() {
+	s.tb.Helper()
+	if !s.kill() {
+		s.tb.Fatalf("redistest: redis-server %d on %s was not running", s.PID(), s.Addr)
+	}
+}
+
+// kill sends SIGKILL and waits; it reports whether the process was
+// running.
+func (s *Server) kill() bool {
+	if s.cmd == nil || s.exited == nil {
+		return false
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.exited
+	s.exited = nil
+	return true
+}
+
+// Restart starts the server again on the same port and directory after
+// Kill or Stop, and returns once it answers PING.
+func (s *Server) Restart() {
+	s.tb.Helper()
+	if s.exited != nil {
+		s.tb.Fatalf("redistest: Restart of redis-server %d on %s, which is still running", s.PID(), s.Addr)
+	}
+	if err := s.start(); err != nil {
+		s.tb.Fatalf("redistest: restart redis-server on %s: %v", s.Addr, err)
+	}
+}
+
+// Stop ends the server: SIGTERM, then SIGKILL if it has not exited within
+// stopWait. Stopping a stopped server does nothing.
+func (s *Server) Stop() {
+	if s.exited == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+		s.exited = nil
+	case <-time.After(stopWait):
+		s.kill()
+	}
+}
+
+// Client returns a go-redis client of the server, closed when the test
+// ends.
+func (s *Server) Client(tb testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// CLI runs redis-cli against the server with args and returns its output.
+func (s *Server) CLI(args ...string) (string, error) {
+	out, err := exec.Command("redis-cli", append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(s.Port)}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("redis-cli %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// logTail returns the end of the server's log, for an error message.
+func (s *Server) logTail() string {
+	b, err := os.ReadFile(s.log)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}

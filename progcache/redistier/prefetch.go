@@ -1,0 +1,88 @@
+package redistier
+
+// Prefetch: many keys in few round trips, for a warm start.
+//
+// Each batch of PrefetchBatch keys goes as one pipeline of single-key
+// GETs, not one MGET: in a Redis Cluster an MGET may not span slots, and
+// the cluster client splits a pipeline by node on its own, sending each
+// master its keys in one round trip (the masters in parallel), whatever
+// the slots. On a single node a pipeline of GETs costs about what an MGET
+// does: one round trip, and the same bytes.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/accelkit/accelkit/progcache"
+	"github.com/redis/go-redis/v9"
+)
+
+// Prefetch looks keys up in batches of Options.PrefetchBatch, one round
+// trip each, and calls fn, on the calling goroutine and in the order of
+// keys, with each object found (a fresh copy, as Get returns). A missing,
+// corrupt or unreadable entry is skipped (counted; a corrupt one is
+// deleted as Get deletes it). It returns the number of objects delivered,
+// and stops at fn's first error, returned as is, or at the first batch
+// that Redis could not serve (an error wrapping ErrUnavailable). Prefetch
+// counts in Stats.Prefetched and PrefetchMisses, not in Hits and Misses.
+func (c *Cache) Prefetch(ctx context.Context, keys []progcache.Key, fn func(progcache.Key, progcache.Object) error) (int, error) {
+	if err := c.enter(ctx); err != nil {
+		return 0, err
+	}
+	delivered := 0
+	names := make([]string, 0, min(len(keys), c.opts.PrefetchBatch))
+	for batch := range slices.Chunk(keys, c.opts.PrefetchBatch) {
+		names = names[:0]
+		for _, k := range batch {
+			names = append(names, c.ks.entry(k))
+		}
+		var vals []*redis.StringCmd
+		err := c.call(ctx, "prefetch", func(ctx context.Context) error {
+			var err error
+			vals, err = c.getAll(ctx, names)
+			return err
+		})
+		if err != nil {
+			return delivered, fmt.Errorf("%w (after %d of %d keys)", err, delivered, len(keys))
+		}
+		for i, k := range batch {
+			b, err := vals[i].Bytes()
+			if err != nil {
+				c.n.prefetchMisses.Add(1)
+				continue
+			}
+			stored, obj, err := progcache.DecodeRecord(b, c.opts.Record)
+			if !c.judge(ctx, k, b, stored, err) {
+				c.n.prefetchMisses.Add(1)
+				continue
+			}
+			obj.Code = slices.Clone(obj.Code)
+			c.n.prefetched.Add(1)
+			delivered++
+			if err := fn(k, obj); err != nil {
+				return delivered, err
+			}
+		}
+	}
+	return delivered, nil
+}
+
+// getAll GETs names in one pipeline. Each command keeps its own result:
+// redis.Nil for a missing key. The error is the first one that is not
+// redis.Nil, when any command failed.
+func (c *Cache) getAll(ctx context.Context, names []string) ([]*redis.StringCmd, error) {
+	pipe := c.client.Pipeline()
+	cmds := make([]*redis.StringCmd, len(names))
+	for i, n := range names {
+		cmds[i] = pipe.Get(ctx, n)
+	}
+	_, _ = pipe.Exec(ctx) // it returns the first error, redis.Nil included: look at each
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+	}
+	return cmds, nil
+}
