@@ -69,3 +69,14 @@ func eventually(t testing.TB, limit time.Duration, what string, cond func() bool
 }
 
 var bg = context.Background()
+
+// clientOf returns a client of addr, closed when the test ends. With
+// honours it applies context deadlines to its sockets
+// (ContextTimeoutEnabled), so the cache runs each call in place; without,
+// it is go-redis's default, and the cache's own timeout goroutine bounds
+// each call.
+func clientOf(t testing.TB, addr string, honours bool) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: honours})
+	t.Cleanup(func() { c.Close() })
+	return c
+}

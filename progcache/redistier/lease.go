@@ -49,10 +49,12 @@ return 0`)
 // no other Acquire of the key, in any process sharing the namespace,
 // succeeds. A heartbeat extends it until Release.
 //
-// Locking: the fields above once are set before the lease is shared.
-// stop ends the heartbeat goroutine, which closes done when it returns;
-// lostOnce closes lost once; releaseOnce runs the release once and writes
-// releaseErr, read after it.
+// Locking: the fields above lostOnce are set before the lease is shared
+// (stop, which ends the heartbeat goroutine, may be called any number of
+// times; the goroutine closes done when it returns). lostOnce closes lost
+// once. relMu serialises releases and guards released; it is held while
+// a release talks to Redis, which is all a second Release could wait
+// for.
 type Lease struct {
 	c     *Cache
 	k     progcache.Key
@@ -66,8 +68,8 @@ type Lease struct {
 	lostOnce sync.Once
 	lost     chan struct{}
 
-	releaseOnce sync.Once
-	releaseErr  error
+	relMu    sync.Mutex
+	released bool
 }
 
 // Acquire tries to take the lease on k: (lease, nil) when this call took
@@ -175,34 +177,37 @@ func (l *Lease) markLost() {
 // lease if this holder still has it, so the next Acquire takes it at once.
 // A lease that was lost meanwhile is left to its new holder (and counted
 // lost). Release returns an error wrapping ErrUnavailable when Redis could
-// not be asked; the lease then lapses after LeaseTTL. Only the first
-// call does anything; later ones return its result.
+// not be asked: the heartbeat is stopped all the same, so the lease lapses
+// after LeaseTTL unless a later Release gets through. Once a Release got
+// through, later calls return nil and do nothing.
 func (l *Lease) Release(ctx context.Context) error { return l.release(ctx) }
 
 func (l *Lease) release(ctx context.Context) error {
-	l.releaseOnce.Do(func() {
-		c := l.c
-		if l.stop != nil {
-			l.stop()
-		}
-		<-l.done
-		c.mu.Lock()
-		delete(c.leases, l)
-		c.mu.Unlock()
-		var n int64
-		err := c.call(ctx, "release lease", func(ctx context.Context) error {
-			var err error
-			n, err = releaseScript.Run(ctx, c.client, []string{l.key}, l.token).Int64()
-			return err
-		})
-		switch {
-		case err != nil:
-			l.releaseErr = err
-		case n == 1:
-			c.n.leasesReleased.Add(1)
-		default:
-			l.markLost()
-		}
+	l.relMu.Lock()
+	defer l.relMu.Unlock()
+	if l.released {
+		return nil
+	}
+	c := l.c
+	l.stop()
+	<-l.done
+	c.mu.Lock()
+	delete(c.leases, l)
+	c.mu.Unlock()
+	var n int64
+	err := c.call(ctx, "release lease", func(ctx context.Context) error {
+		var err error
+		n, err = releaseScript.Run(ctx, c.client, []string{l.key}, l.token).Int64()
+		return err
 	})
-	return l.releaseErr
+	if err != nil {
+		return err
+	}
+	l.released = true
+	if n == 1 {
+		c.n.leasesReleased.Add(1)
+	} else {
+		l.markLost()
+	}
+	return nil
 }
