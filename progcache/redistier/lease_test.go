@@ -1,7 +1,12 @@
 package redistier_test
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -234,4 +239,75 @@ func TestLeaseStress(t *testing.T) {
 	if taken.Load() == 0 {
 		t.Error("no goroutine ever took the lease")
 	}
+}
+
+// Environment of the lease-holder process of TestLeaseHolderKilled.
+const (
+	holderAddrEnv = "REDISTIER_TEST_HOLDER_ADDR"
+	holderNSEnv   = "REDISTIER_TEST_HOLDER_NS"
+)
+
+// TestLeaseHolderKilled starts another process that takes a lease and
+// keeps it by heartbeat, SIGKILLs it, and measures how long until this
+// process takes the lease over: at most LeaseTTL after the holder's last
+// heartbeat.
+func TestLeaseHolderKilled(t *testing.T) {
+	if addr := os.Getenv(holderAddrEnv); addr != "" {
+		holdLease(t, addr, os.Getenv(holderNSEnv))
+		return
+	}
+	srv := redistest.Start(t)
+	opts := leaseOpts
+	opts.LeaseTTL = 600 * time.Millisecond
+	opts.Namespace = freshNamespace(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseHolderKilled$")
+	cmd.Env = append(os.Environ(), holderAddrEnv+"="+srv.Addr, holderNSEnv+"="+opts.Namespace)
+	stdin, _ := cmd.StdinPipe() // the holder exits when it closes: no orphan if this test dies
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "HELD\n" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("the holder process said %q, %v; want HELD", line, err)
+	}
+	c := openCache(t, srv.Client(t), opts)
+	k := cachetest.KeyN(1)
+	time.Sleep(2 * opts.LeaseTTL) // past its first expiry: the heartbeat keeps it
+	if l, err := c.Acquire(bg, k); l != nil || err != nil {
+		t.Fatalf("Acquire while another process holds the lease = %v, %v; want contended", l, err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	cmd.Wait()
+	var l *redistier.Lease
+	eventually(t, 10*time.Second, "the lease of a killed holder is taken over", func() bool {
+		l, err = c.Acquire(bg, k)
+		return l != nil && err == nil
+	})
+	t.Logf("lease of a SIGKILLed holder taken over %v after the kill (LeaseTTL %v, heartbeat every %v)", time.Since(killed), opts.LeaseTTL, opts.LeaseTTL/3)
+	if err := l.Release(bg); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holdLease is the holder process: it takes the lease on KeyN(1), says
+// HELD, and keeps it until killed or until its standard input closes.
+func holdLease(t *testing.T, addr, ns string) {
+	opts := leaseOpts
+	opts.LeaseTTL = 600 * time.Millisecond
+	opts.Namespace = ns
+	c := openCache(t, clientOf(t, addr, false), opts)
+	l, err := c.Acquire(bg, cachetest.KeyN(1))
+	if l == nil || err != nil {
+		t.Fatalf("holder: Acquire = %v, %v", l, err)
+	}
+	fmt.Println("HELD")
+	io.Copy(io.Discard, os.Stdin)
 }
