@@ -31,7 +31,7 @@ func TestBreaker(t *testing.T) {
 			{0, true, false, verdictFailed, BreakerClosed},
 			{0, true, false, verdictFailed, BreakerOpen},
 			{time.Second - 1, false, false, 0, BreakerOpen},
-			{1, true, true, -1, BreakerHalfOpen}, // the probe, still in flight
+			{1, true, true, -1, BreakerHalfOpen},  // the probe, still in flight
 			{0, false, false, 0, BreakerHalfOpen}, // others refused meanwhile
 		}},
 		{"probe success closes", []step{
