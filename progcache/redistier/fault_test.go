@@ -61,11 +61,11 @@ func TestServerKilled(t *testing.T) {
 				n := (i + w) % 8
 				got, ok, err := c.Get(bg, cachetest.KeyN(n))
 				if err != nil || (ok && !got.Equal(cachetest.ObjectN(n, 1000))) {
-					errs <- fmt.Errorf("Get while the server dies and comes back: hit %v, err %v (want a right hit or a miss, never an error)", ok, err)
+					errs <- fmt.Errorf("Get while the server dies and comes back: hit %v, err %w (want a right hit or a miss, never an error)", ok, err)
 					return
 				}
 				if err := c.Put(bg, cachetest.KeyN(n), cachetest.ObjectN(n, 1000)); err != nil && !errors.Is(err, redistier.ErrUnavailable) {
-					errs <- fmt.Errorf("Put while the server is down = %v, want nil or ErrUnavailable", err)
+					errs <- fmt.Errorf("Put while the server is down = %w, want nil or ErrUnavailable", err)
 					return
 				}
 				time.Sleep(time.Millisecond)

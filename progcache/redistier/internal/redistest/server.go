@@ -64,12 +64,13 @@ type Server struct {
 	// Dir is the server's working directory (a test temporary directory).
 	Dir string
 
-	tb     testing.TB
-	bin    string
-	args   []string
-	cmd    *exec.Cmd
-	exited chan error // cmd.Wait's result, once the process is gone
-	log    string
+	tb      testing.TB
+	bin     string
+	args    []string
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed once the process is gone
+	waitErr error         // cmd.Wait's result, set before exited closes
+	log     string
 }
 
 // Start starts a redis-server on a free loopback port and returns once it
@@ -122,18 +123,22 @@ func (s *Server) start() error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	s.cmd, s.exited = cmd, make(chan error, 1)
-	go func() { s.exited <- cmd.Wait() }()
-	if err := waitReady(s.Addr, s.exited); err != nil {
+	exited := make(chan struct{})
+	s.cmd, s.exited = cmd, exited
+	go func() {
+		s.waitErr = cmd.Wait()
+		close(exited)
+	}()
+	if err := waitReady(s.Addr, exited, &s.waitErr); err != nil {
 		s.kill()
 		return fmt.Errorf("%w; its log:\n%s", err, s.logTail())
 	}
 	return nil
 }
 
-// waitReady polls addr with PING until it answers, the process exits, or
-// readyWait passes.
-func waitReady(addr string, exited <-chan error) error {
+// waitReady polls addr with PING until it answers, the process exits
+// (exited closes, after *waitErr is set), or readyWait passes.
+func waitReady(addr string, exited <-chan struct{}, waitErr *error) error {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: time.Second})
 	defer c.Close()
 	deadline := time.Now().Add(readyWait)
@@ -145,8 +150,8 @@ func waitReady(addr string, exited <-chan error) error {
 			return nil
 		}
 		select {
-		case werr := <-exited:
-			return fmt.Errorf("redis-server on %s exited before answering: %v", addr, werr)
+		case <-exited:
+			return fmt.Errorf("redis-server on %s exited before answering: %w", addr, *waitErr)
 		default:
 		}
 		if time.Now().After(deadline) {

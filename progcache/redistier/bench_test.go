@@ -1,0 +1,210 @@
+package redistier_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/accelkit/accelkit/progcache"
+	"github.com/accelkit/accelkit/progcache/cachetest"
+	"github.com/accelkit/accelkit/progcache/redistier"
+	"github.com/accelkit/accelkit/progcache/redistier/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// benchCase is one configuration of the remote get and put benchmarks.
+type benchCase struct {
+	name    string
+	size    int
+	mac     bool // HMAC-SHA-256 records; else CRC-32C (TrustedNetworkNoMAC)
+	honours bool // client with ContextTimeoutEnabled: calls run in place
+}
+
+func benchCases() []benchCase {
+	var cs []benchCase
+	for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
+		for _, mac := range []bool{true, false} {
+			for _, honours := range []bool{false, true} {
+				seal, client := "crc", "default-client"
+				if mac {
+					seal = "hmac"
+				}
+				if honours {
+					client = "ctx-deadline-client"
+				}
+				cs = append(cs, benchCase{fmt.Sprintf("%dKiB/%s/%s", size>>10, seal, client), size, mac, honours})
+			}
+		}
+	}
+	return cs
+}
+
+// benchCache opens a cache for bc on srv, with the raw client beside it
+// that the baseline uses (the same kind of client, its own pool).
+func benchCache(b *testing.B, srv *redistest.Server, bc benchCase) (*redistier.Cache, *redis.Client, progcache.RecordOptions) {
+	opts := redistier.Options{TrustedNetworkNoMAC: !bc.mac, Timeout: 5 * time.Second}
+	var rec progcache.RecordOptions
+	if bc.mac {
+		rec.MACKey = testMAC
+		opts.Record = rec
+	}
+	return openCache(b, clientOf(b, srv.Addr, bc.honours), opts), clientOf(b, srv.Addr, bc.honours), rec
+}
+
+// BenchmarkGet times a remote hit (Cache.Get: GET, record check, copy of
+// the code) and, alternately in the same loop on the same loopback
+// server, the baseline: a raw go-redis GET of the same record bytes under
+// another key. get/raw is our overhead (issue goal: at most 1.2 at 64
+// KiB).
+func BenchmarkGet(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, bc := range benchCases() {
+		b.Run(bc.name, func(b *testing.B) {
+			c, raw, rec := benchCache(b, srv, bc)
+			k, obj := cachetest.KeyN(1), cachetest.ObjectN(1, bc.size)
+			if err := c.Put(bg, k, obj); err != nil {
+				b.Fatal(err)
+			}
+			record, _ := progcache.EncodeRecord(k, obj, rec)
+			if err := raw.Set(bg, "bench:raw", record, 0).Err(); err != nil {
+				b.Fatal(err)
+			}
+			var ours, base time.Duration
+			b.SetBytes(int64(len(record)))
+			for b.Loop() {
+				t0 := time.Now()
+				if _, ok, err := c.Get(bg, k); !ok || err != nil {
+					b.Fatal("miss", err)
+				}
+				t1 := time.Now()
+				if v, err := raw.Get(bg, "bench:raw").Bytes(); err != nil || len(v) != len(record) {
+					b.Fatal(err)
+				}
+				ours += t1.Sub(t0)
+				base += time.Since(t1)
+			}
+			reportRatio(b, ours, base, "get")
+		})
+	}
+}
+
+// BenchmarkPut times Cache.Put (record encoding with its checksum or MAC,
+// then SET) and, alternately in the same loop, the baseline: a raw
+// go-redis SET of the same record bytes. put/raw is our overhead.
+func BenchmarkPut(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, bc := range benchCases() {
+		b.Run(bc.name, func(b *testing.B) {
+			c, raw, rec := benchCache(b, srv, bc)
+			k, obj := cachetest.KeyN(1), cachetest.ObjectN(1, bc.size)
+			record, _ := progcache.EncodeRecord(k, obj, rec)
+			var ours, base time.Duration
+			b.SetBytes(int64(len(record)))
+			for b.Loop() {
+				t0 := time.Now()
+				if err := c.Put(bg, k, obj); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				if err := raw.Set(bg, "bench:raw", record, 0).Err(); err != nil {
+					b.Fatal(err)
+				}
+				ours += t1.Sub(t0)
+				base += time.Since(t1)
+			}
+			reportRatio(b, ours, base, "put")
+		})
+	}
+}
+
+func reportRatio(b *testing.B, ours, base time.Duration, what string) {
+	n := float64(b.N)
+	b.ReportMetric(float64(ours.Nanoseconds())/n, what+"-ns/op")
+	b.ReportMetric(float64(base.Nanoseconds())/n, "raw-ns/op")
+	b.ReportMetric(float64(ours)/float64(base), what+"/raw")
+}
+
+// BenchmarkPrefetch times a Prefetch of 1,000 stored keys of 4 KiB and,
+// alternately in the same loop, the baseline: 1,000 Cache.Get calls of
+// the same keys, one round trip each. prefetch/gets is the warm start's
+// saving.
+func BenchmarkPrefetch(b *testing.B) {
+	srv := redistest.Start(b)
+	c := openCache(b, srv.Client(b), redistier.Options{Timeout: 5 * time.Second})
+	keys := make([]progcache.Key, 1000)
+	for i := range keys {
+		keys[i] = cachetest.KeyN(i)
+		if err := c.Put(bg, keys[i], cachetest.ObjectN(i, 4<<10)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var pre, gets time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		n, err := c.Prefetch(bg, keys, func(progcache.Key, progcache.Object) error { return nil })
+		if n != len(keys) || err != nil {
+			b.Fatal(n, err)
+		}
+		t1 := time.Now()
+		for _, k := range keys {
+			if _, ok, err := c.Get(bg, k); !ok || err != nil {
+				b.Fatal("miss", err)
+			}
+		}
+		pre += t1.Sub(t0)
+		gets += time.Since(t1)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(pre.Nanoseconds())/n, "prefetch-ns/op")
+	b.ReportMetric(float64(gets.Nanoseconds())/n, "gets-ns/op")
+	b.ReportMetric(float64(pre)/float64(gets), "prefetch/gets")
+}
+
+// BenchmarkParallelGet times 32 goroutines each making 16 Cache.Get hits
+// of 64 KiB entries and, alternately in the same loop, the baseline: the
+// same goroutines making 16 raw GETs each of the same record bytes.
+// Reports both throughputs and ours/raw (of time per round).
+func BenchmarkParallelGet(b *testing.B) {
+	const goroutines, perG, size = 32, 16, 64 << 10
+	srv := redistest.Start(b)
+	c, raw, rec := benchCache(b, srv, benchCase{size: size, mac: true})
+	k, obj := cachetest.KeyN(1), cachetest.ObjectN(1, size)
+	if err := c.Put(bg, k, obj); err != nil {
+		b.Fatal(err)
+	}
+	record, _ := progcache.EncodeRecord(k, obj, rec)
+	if err := raw.Set(bg, "bench:raw", record, 0).Err(); err != nil {
+		b.Fatal(err)
+	}
+	round := func(get func() error) time.Duration {
+		t0 := time.Now()
+		var wg sync.WaitGroup
+		for range goroutines {
+			wg.Go(func() {
+				for range perG {
+					if err := get(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(t0)
+	}
+	var ours, base time.Duration
+	for b.Loop() {
+		ours += round(func() error {
+			if _, ok, err := c.Get(bg, k); !ok || err != nil {
+				return fmt.Errorf("miss: %w", err)
+			}
+			return nil
+		})
+		base += round(func() error { return raw.Get(bg, "bench:raw").Err() })
+	}
+	ops := float64(b.N * goroutines * perG)
+	b.ReportMetric(ops/ours.Seconds(), "get-ops/s")
+	b.ReportMetric(ops/base.Seconds(), "raw-ops/s")
+	b.ReportMetric(float64(ours)/float64(base), "get/raw")
+}
