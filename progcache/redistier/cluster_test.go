@@ -101,4 +101,45 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	})
+
+	// The README's ACL user, with the one command a cluster client adds:
+	// CLUSTER SLOTS, for the slot map.
+	t.Run("ACLUser", func(t *testing.T) {
+		rules := append(append([]string{}, aclRules...), "+cluster|slots")
+		for _, m := range cl.Masters {
+			if err := m.Client(t).Do(bg, append([]any{"acl", "setuser", "fleet"}, toAny(rules)...)...).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		aclClient := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Username: "fleet", Password: "fleet-secret", ContextTimeoutEnabled: true})
+		t.Cleanup(func() { aclClient.Close() })
+		c := openCache(t, aclClient, redistier.Options{Namespace: "acl", MaxBytes: 1 << 20})
+		for i := range 30 {
+			if err := c.Put(bg, cachetest.KeyN(i), cachetest.ObjectN(i, 100)); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok, err := c.Get(bg, cachetest.KeyN(i)); !ok || err != nil {
+				t.Fatalf("Get as the ACL user on the cluster: %v, %v", ok, err)
+			}
+		}
+		if n, err := c.Prefetch(bg, []progcache.Key{cachetest.KeyN(1), cachetest.KeyN(2)}, func(progcache.Key, progcache.Object) error { return nil }); n != 2 || err != nil {
+			t.Fatalf("Prefetch as the ACL user on the cluster: %d, %v", n, err)
+		}
+		l, err := c.Acquire(bg, cachetest.KeyN(1))
+		if l == nil || err != nil {
+			t.Fatalf("Acquire as the ACL user on the cluster: %v, %v", l, err)
+		}
+		if err := l.Release(bg); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.Len(bg); n != 30 || err != nil {
+			t.Fatalf("Len as the ACL user on the cluster: %d, %v", n, err)
+		}
+		if err := c.Clear(bg); err != nil {
+			t.Fatal(err)
+		}
+		if s := c.RedisStats(); s.Errors != 0 {
+			t.Errorf("as the ACL user on the cluster: %+v; want no errors", s)
+		}
+	})
 }
