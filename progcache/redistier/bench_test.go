@@ -40,16 +40,39 @@ func benchCases() []benchCase {
 	return cs
 }
 
-// benchCache opens a cache for bc on srv, with the raw client beside it
-// that the baseline uses (the same kind of client, its own pool).
-func benchCache(b *testing.B, srv *redistest.Server, bc benchCase) (*redistier.Cache, *redis.Client, progcache.RecordOptions) {
+// benchSetup is a cache for one benchCase, the raw client beside it that
+// the baseline uses (the same kind of client, its own pool), and the key,
+// object and record bytes both sides move.
+type benchSetup struct {
+	c      *redistier.Cache
+	raw    *redis.Client
+	k      progcache.Key
+	obj    progcache.Object
+	record []byte
+}
+
+func newBenchSetup(b *testing.B, srv *redistest.Server, bc benchCase) benchSetup {
 	opts := redistier.Options{TrustedNetworkNoMAC: !bc.mac, Timeout: 5 * time.Second}
-	var rec progcache.RecordOptions
 	if bc.mac {
-		rec.MACKey = testMAC
-		opts.Record = rec
+		opts.Record.MACKey = testMAC
 	}
-	return openCache(b, clientOf(b, srv.Addr, bc.honours), opts), clientOf(b, srv.Addr, bc.honours), rec
+	s := benchSetup{c: openCache(b, clientOf(b, srv.Addr, bc.honours), opts), raw: clientOf(b, srv.Addr, bc.honours), k: cachetest.KeyN(1), obj: cachetest.ObjectN(1, bc.size)}
+	var err error
+	if s.record, err = progcache.EncodeRecord(s.k, s.obj, opts.Record); err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// stored puts the object in the cache and its record under the raw key.
+func (s benchSetup) stored(b *testing.B) benchSetup {
+	if err := s.c.Put(bg, s.k, s.obj); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.raw.Set(bg, "bench:raw", s.record, 0).Err(); err != nil {
+		b.Fatal(err)
+	}
+	return s
 }
 
 // BenchmarkGet times a remote hit (Cache.Get: GET, record check, copy of
@@ -61,15 +84,8 @@ func BenchmarkGet(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, bc := range benchCases() {
 		b.Run(bc.name, func(b *testing.B) {
-			c, raw, rec := benchCache(b, srv, bc)
-			k, obj := cachetest.KeyN(1), cachetest.ObjectN(1, bc.size)
-			if err := c.Put(bg, k, obj); err != nil {
-				b.Fatal(err)
-			}
-			record, _ := progcache.EncodeRecord(k, obj, rec)
-			if err := raw.Set(bg, "bench:raw", record, 0).Err(); err != nil {
-				b.Fatal(err)
-			}
+			s := newBenchSetup(b, srv, bc).stored(b)
+			c, raw, k, record := s.c, s.raw, s.k, s.record
 			var ours, base time.Duration
 			b.SetBytes(int64(len(record)))
 			for b.Loop() {
@@ -96,9 +112,8 @@ func BenchmarkPut(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, bc := range benchCases() {
 		b.Run(bc.name, func(b *testing.B) {
-			c, raw, rec := benchCache(b, srv, bc)
-			k, obj := cachetest.KeyN(1), cachetest.ObjectN(1, bc.size)
-			record, _ := progcache.EncodeRecord(k, obj, rec)
+			s := newBenchSetup(b, srv, bc)
+			c, raw, k, obj, record := s.c, s.raw, s.k, s.obj, s.record
 			var ours, base time.Duration
 			b.SetBytes(int64(len(record)))
 			for b.Loop() {
@@ -168,15 +183,8 @@ func BenchmarkPrefetch(b *testing.B) {
 func BenchmarkParallelGet(b *testing.B) {
 	const goroutines, perG, size = 32, 16, 64 << 10
 	srv := redistest.Start(b)
-	c, raw, rec := benchCache(b, srv, benchCase{size: size, mac: true})
-	k, obj := cachetest.KeyN(1), cachetest.ObjectN(1, size)
-	if err := c.Put(bg, k, obj); err != nil {
-		b.Fatal(err)
-	}
-	record, _ := progcache.EncodeRecord(k, obj, rec)
-	if err := raw.Set(bg, "bench:raw", record, 0).Err(); err != nil {
-		b.Fatal(err)
-	}
+	s := newBenchSetup(b, srv, benchCase{size: size, mac: true}).stored(b)
+	c, raw, k := s.c, s.raw, s.k
 	round := func(get func() error) time.Duration {
 		t0 := time.Now()
 		var wg sync.WaitGroup

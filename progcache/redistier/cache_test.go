@@ -20,8 +20,13 @@ import (
 // deadlines to its sockets, so every call goes through the cache's own
 // timeout goroutine.
 func TestConformance(t *testing.T) {
-	client := redistest.Start(t).Client(t)
-	cachetest.Run(t, cachetest.Backend{
+	cachetest.Run(t, conformanceBackend(redistest.Start(t).Client(t), 300))
+}
+
+// conformanceBackend opens each cache of the conformance suite on client
+// in a namespace of its own, the byte cap as Options.MaxBytes.
+func conformanceBackend(client redis.UniversalClient, ops int) cachetest.Backend {
+	return cachetest.Backend{
 		Open: func(t *testing.T, maxBytes int64) progcache.Cache {
 			c, err := redistier.New(client, redistier.Options{Namespace: freshNamespace(t), Record: progcache.RecordOptions{MACKey: testMAC}, MaxBytes: maxBytes})
 			if err != nil {
@@ -29,8 +34,8 @@ func TestConformance(t *testing.T) {
 			}
 			return c
 		},
-		Ops: 300,
-	})
+		Ops: ops,
+	}
 }
 
 func TestNewOptions(t *testing.T) {

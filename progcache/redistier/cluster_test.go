@@ -21,16 +21,7 @@ func TestCluster(t *testing.T) {
 	t.Cleanup(func() { client.Close() })
 
 	t.Run("Conformance", func(t *testing.T) {
-		cachetest.Run(t, cachetest.Backend{
-			Open: func(t *testing.T, maxBytes int64) progcache.Cache {
-				c, err := redistier.New(client, redistier.Options{Namespace: freshNamespace(t), Record: progcache.RecordOptions{MACKey: testMAC}, MaxBytes: maxBytes})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return c
-			},
-			Ops: 200,
-		})
+		cachetest.Run(t, conformanceBackend(client, 200))
 	})
 
 	t.Run("SpreadLenClear", func(t *testing.T) {

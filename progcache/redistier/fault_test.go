@@ -114,12 +114,7 @@ func TestStalledServer(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, honours := range []bool{true, false} {
 		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", honours), func(t *testing.T) {
-			proxy := redistest.NewProxy(t, srv.Addr)
-			c := openCache(t, clientOf(t, proxy.Addr, honours), faultOpts)
-			k := cachetest.KeyN(1)
-			if err := c.Put(bg, k, cachetest.ObjectN(1, 100)); err != nil {
-				t.Fatal(err)
-			}
+			proxy, c, k := behindProxy(t, srv, honours)
 			proxy.Stall()
 			// The caller's own deadline, shorter than Timeout: its error
 			// comes back, and says nothing against the server.
@@ -170,13 +165,7 @@ func TestStalledServer(t *testing.T) {
 // afterwards (a server gone from the network) are failures, not errors of
 // Get, and the cache recovers when the network does.
 func TestCutConnections(t *testing.T) {
-	srv := redistest.Start(t)
-	proxy := redistest.NewProxy(t, srv.Addr)
-	c := openCache(t, clientOf(t, proxy.Addr, true), faultOpts)
-	k := cachetest.KeyN(1)
-	if err := c.Put(bg, k, cachetest.ObjectN(1, 100)); err != nil {
-		t.Fatal(err)
-	}
+	proxy, c, k := behindProxy(t, redistest.Start(t), true)
 	proxy.Cut()
 	if _, ok, err := c.Get(bg, k); ok || err != nil {
 		t.Fatalf("Get with connections cut = hit %v, err %v; want a miss", ok, err)
@@ -192,4 +181,17 @@ func TestCutConnections(t *testing.T) {
 		_, ok, _ := c.Get(bg, k)
 		return ok
 	})
+}
+
+// behindProxy returns a cache with faultOpts that reaches srv through a
+// new proxy, and the key of an object it stored there.
+func behindProxy(t *testing.T, srv *redistest.Server, honours bool) (*redistest.Proxy, *redistier.Cache, progcache.Key) {
+	t.Helper()
+	proxy := redistest.NewProxy(t, srv.Addr)
+	c := openCache(t, clientOf(t, proxy.Addr, honours), faultOpts)
+	k := cachetest.KeyN(1)
+	if err := c.Put(bg, k, cachetest.ObjectN(1, 100)); err != nil {
+		t.Fatal(err)
+	}
+	return proxy, c, k
 }
