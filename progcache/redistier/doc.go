@@ -18,8 +18,9 @@
 //
 // Acquire takes a lease on a key (SET NX with expiry, extended by a
 // heartbeat, released by compare-and-delete), so that processes on
-// different machines missing the same key compile it once; Cache
-// implements progcache's Leaser for the tiered cache. Prefetch fetches
+// different machines missing the same key compile it once: the lease
+// service of progcache's tiered cache (its Leaser interface is being added
+// beside this module; until then Acquire returns *Lease). Prefetch fetches
 // many keys in few round trips for a warm start. Options.Namespace
 // separates deployments on one server, Options.TTL expires entries,
 // Options.MaxEntryBytes caps an entry and Options.MaxBytes a namespace.
