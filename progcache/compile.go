@@ -57,28 +57,23 @@ type processLocker interface {
 	peek(ctx context.Context, k Key) (Object, bool, error) // Get without counting a miss
 }
 
+// compileLeader is a cache that compiles for a Group's flight itself
+// (Tiered: a lease across machines besides the local lock).
+type compileLeader interface {
+	leadCompile(ctx context.Context, k Key, compile CompileFunc) (Object, error)
+}
+
 // lead compiles for a Group's flight, under the cross-process lock when
 // the cache has one.
 func lead(ctx context.Context, c Cache, k Key, compile CompileFunc) (Object, error) {
-	if pl, ok := c.(processLocker); ok {
-		unlock, hit, err := pl.lockKey(ctx, k)
-		switch {
-		case err != nil && cannotStore(err):
-			// A read-only cache, or one whose lock directory cannot be
-			// written: compile without the cross-process lock (and, as
-			// the Put will fail the same way, without caching).
-		case err != nil:
-			return Object{}, err
-		case hit != nil:
-			return *hit, nil
-		default:
-			defer unlock()
-			// A peer may have compiled while we waited for the lock.
-			if obj, ok, err := pl.peek(ctx, k); err != nil || ok {
-				return obj, err
-			}
-		}
+	if cl, ok := c.(compileLeader); ok {
+		return cl.leadCompile(ctx, k, compile)
 	}
+	unlock, hit, err := lockProcess(ctx, c, k)
+	if err != nil || hit != nil {
+		return derefHit(hit), err
+	}
+	defer unlock()
 	obj, err := compile(ctx)
 	if err != nil {
 		return Object{}, err
@@ -87,6 +82,47 @@ func lead(ctx context.Context, c Cache, k Key, compile CompileFunc) (Object, err
 		return obj, err
 	}
 	return obj, nil
+}
+
+// lockProcess takes c's cross-process lock on k when c has one
+// (processLocker), and looks at c again once it holds it, since a peer may
+// have stored the object meanwhile. It returns the unlock to call after
+// the compile and its Put, or the peer's object instead (hit, with nothing
+// held), or an error. A cache without the lock, or one that cannot take it
+// (read-only, a lock directory that cannot be written: the Put will fail
+// the same way, so the compile is not cached), gets a no-op unlock.
+func lockProcess(ctx context.Context, c Cache, k Key) (unlock func(), hit *Object, err error) {
+	pl, ok := c.(processLocker)
+	if !ok {
+		return func() {}, nil, nil
+	}
+	unlock, hit, err = pl.lockKey(ctx, k)
+	switch {
+	case err != nil && cannotStore(err):
+		return func() {}, nil, nil
+	case err != nil:
+		return nil, nil, err
+	case hit != nil:
+		return nil, hit, nil
+	}
+	// A peer may have compiled while we waited for the lock.
+	obj, ok, err := pl.peek(ctx, k)
+	if err != nil || ok {
+		unlock()
+		if err != nil {
+			return nil, nil, err
+		}
+		return nil, &obj, nil
+	}
+	return unlock, nil, nil
+}
+
+// derefHit returns *hit, or the zero Object for a nil hit.
+func derefHit(hit *Object) Object {
+	if hit == nil {
+		return Object{}
+	}
+	return *hit
 }
 
 // cannotStore reports a Put (or lock) error that means this cache cannot

@@ -1,0 +1,182 @@
+package progcache
+
+// GetOrCompile on a Tiered cache: compile once across machines.
+//
+// The Group (group.go) makes callers in this process compile a key once;
+// the local tier's cross-process lock (FileStream's lock files) makes the
+// processes that share it do the same. Machines with separate local
+// caches share only the remote tier, so the leader that holds both takes
+// a third lock beside it: the key's lease from TieredOptions.Leaser.
+//
+// A machine that finds the lease held waits, polling the remote tier for
+// the holder's entry with a backoff (5 ms doubling to 200 ms), and tries
+// the lease again after each poll: a holder that dies stops keeping its
+// lease alive, the lease expires, and a waiter takes it over and
+// compiles. A waiter never waits past LeaseWait: then it compiles without
+// the lease. The holder puts its object into the remote tier before it
+// releases the lease, synchronously, so a waiter that takes the lease
+// after a release finds the entry when it looks again.
+//
+// Everything here fails open: a lease service that cannot be asked, or a
+// remote tier that fails, costs at most a compile more, never a failed
+// one.
+
+import (
+	"context"
+	"time"
+)
+
+const (
+	// leasePollMin and leasePollMax bound the wait between two polls of a
+	// waiter: short at first, as most compiles a waiter meets are nearly
+	// done, and doubling to a rate the remote tier barely notices.
+	leasePollMin = 5 * time.Millisecond
+	leasePollMax = 200 * time.Millisecond
+	// leaseReleaseTimeout bounds a Release: it runs even when the caller's
+	// ctx has ended, and must not hold GetOrCompile's return for long.
+	leaseReleaseTimeout = 5 * time.Second
+)
+
+// leadCompile compiles k for the Group's flight: under the local tier's
+// cross-process lock, then k's lease, looking at both tiers again once it
+// holds them; and it stores the object, in the remote tier before the
+// lease is released.
+func (t *Tiered) leadCompile(ctx context.Context, k Key, compile CompileFunc) (Object, error) {
+	unlock, hit, err := lockProcess(ctx, t.local, k)
+	if err != nil || hit != nil {
+		return derefHit(hit), err
+	}
+	defer unlock()
+
+	var lease Lease
+	if t.opts.Leaser != nil {
+		var obj Object
+		var ok bool
+		lease, obj, ok, err = t.acquire(ctx, k)
+		if err != nil || ok {
+			return obj, err
+		}
+		if lease != nil {
+			defer t.release(ctx, lease)
+		}
+	}
+	// Another process or machine may have stored it since our lookup.
+	if obj, ok, err := t.peek(ctx, k); err != nil || ok {
+		return obj, err
+	}
+	obj, err := compile(ctx)
+	if err != nil {
+		return Object{}, err
+	}
+	// Under a lease the remote put is made now: waiters elsewhere look
+	// for the entry there once the lease is released (deferred above).
+	if err := t.put(ctx, k, obj, lease != nil || t.opts.SyncRemotePut); err != nil && !cannotStore(err) {
+		return obj, err
+	}
+	return obj, nil
+}
+
+// peek looks k up in both tiers without counting a lookup, backfilling
+// the local tier from a remote hit. A remote error is a miss.
+func (t *Tiered) peek(ctx context.Context, k Key) (Object, bool, error) {
+	var obj Object
+	var ok bool
+	var err error
+	if pl, isPL := t.local.(processLocker); isPL {
+		obj, ok, err = pl.peek(ctx, k) // counts no miss in the local tier
+	} else {
+		obj, ok, err = t.local.Get(ctx, k)
+	}
+	if err != nil || ok {
+		return obj, ok, err
+	}
+	return t.peekRemote(ctx, k)
+}
+
+// peekRemote looks k up in the remote tier without counting a lookup,
+// backfilling the local tier from a hit. A remote error is a miss
+// (counted in RemoteErrors); only ctx's own is returned.
+func (t *Tiered) peekRemote(ctx context.Context, k Key) (Object, bool, error) {
+	obj, ok, err := t.remote.Get(ctx, k)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Object{}, false, ctx.Err()
+		}
+		t.st.remoteErrors.Add(1)
+		return Object{}, false, nil
+	}
+	if ok {
+		t.backfill(ctx, k, obj)
+	}
+	return obj, ok, nil
+}
+
+// acquire takes k's lease, waiting while another machine holds it. It
+// returns the lease; or the holder's object (ok), found in the remote
+// tier while waiting; or neither, when the compile is to run without the
+// lease (the Leaser failed, or the wait ran past LeaseWait); or ctx's
+// error, or ErrClosed when the cache closes meanwhile.
+func (t *Tiered) acquire(ctx context.Context, k Key) (Lease, Object, bool, error) {
+	lease, err := t.opts.Leaser.Acquire(ctx, k)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, Object{}, false, ctx.Err()
+	case err != nil:
+		t.st.leaseAcquireErrors.Add(1)
+		return nil, Object{}, false, nil
+	case lease != nil:
+		t.st.leaseAcquired.Add(1)
+		return lease, Object{}, false, nil
+	}
+
+	t.st.leaseWaited.Add(1)
+	if t.hooks.leaseWaiting != nil {
+		t.hooks.leaseWaiting(k)
+	}
+	deadline := time.NewTimer(t.opts.LeaseWait)
+	defer deadline.Stop()
+	poll := time.NewTimer(leasePollMin)
+	defer poll.Stop()
+	for wait := leasePollMin; ; {
+		select {
+		case <-ctx.Done():
+			return nil, Object{}, false, ctx.Err()
+		case <-t.closing:
+			return nil, Object{}, false, t.errClosed()
+		case <-deadline.C:
+			t.st.leaseWaitTimeouts.Add(1)
+			return nil, Object{}, false, nil
+		case <-poll.C:
+		}
+		obj, ok, err := t.peekRemote(ctx, k)
+		if err != nil || ok {
+			if ok {
+				t.st.leaseWaitHits.Add(1)
+			}
+			return nil, obj, ok, err
+		}
+		lease, err := t.opts.Leaser.Acquire(ctx, k)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, Object{}, false, ctx.Err()
+		case err != nil:
+			t.st.leaseAcquireErrors.Add(1)
+			return nil, Object{}, false, nil
+		case lease != nil:
+			t.st.leaseTakenOver.Add(1)
+			return lease, Object{}, false, nil
+		}
+		wait = min(2*wait, leasePollMax)
+		poll.Reset(wait)
+	}
+}
+
+// release gives lease up, even when ctx has ended, counting a failure:
+// an unreleased lease expires on its own.
+func (t *Tiered) release(ctx context.Context, lease Lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseReleaseTimeout)
+	defer cancel()
+	if err := lease.Release(rctx); err != nil {
+		t.st.leaseReleaseErrors.Add(1)
+	}
+}
