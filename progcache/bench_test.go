@@ -283,3 +283,59 @@ func BenchmarkFileStreamGetVsReadFile(b *testing.B) {
 	b.ReportMetric(float64(get-read)/float64(n), "extra-ns/op")
 	b.ReportMetric(float64(get)/float64(read), "get/readfile")
 }
+
+// BenchmarkTieredGetLocalHit times a Tiered cache's Get of an entry it
+// backfilled from its remote tier (so a local hit) against a Get of the
+// same entry from the local tier alone, the baseline, in batches of 64
+// alternating in one loop, so both see the same machine load, and reports
+// tiered/local: what the tiering costs a hit (issue goal: at most 1.1),
+// for a memory and a filestream local tier. The remote tier is a memory
+// cache; a local hit does not touch it.
+func BenchmarkTieredGetLocalHit(b *testing.B) {
+	const batch = 64
+	ctx := context.Background()
+	for _, be := range benchBackends()[:2] { // memory, filestream
+		b.Run(be.name, func(b *testing.B) {
+			local := be.open(b)
+			remote, _ := progcache.NewMemory(progcache.MemoryOptions{})
+			c, err := progcache.NewTiered(local, remote, progcache.TieredOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			k := cachetest.KeyN(1)
+			remote.Put(ctx, k, cachetest.ObjectN(1, benchSize))
+			if _, ok, err := c.Get(ctx, k); !ok || err != nil {
+				b.Fatal("remote miss", err)
+			}
+			if s := c.TierStats(); s.Backfills != 1 {
+				b.Fatalf("the remote hit was not backfilled: %+v", s)
+			}
+			var tiered, alone time.Duration
+			b.SetBytes(benchSize * batch)
+			for b.Loop() {
+				t0 := time.Now()
+				for range batch {
+					if _, ok, err := c.Get(ctx, k); !ok || err != nil {
+						b.Fatal("tiered miss", err)
+					}
+				}
+				t1 := time.Now()
+				for range batch {
+					if _, ok, err := local.Get(ctx, k); !ok || err != nil {
+						b.Fatal("local miss", err)
+					}
+				}
+				tiered += t1.Sub(t0)
+				alone += time.Since(t1)
+			}
+			if s := c.TierStats(); s.RemoteHits != 1 {
+				b.Fatalf("hits after the backfill went to the remote tier: %+v", s)
+			}
+			n := float64(b.N * batch)
+			b.ReportMetric(float64(tiered.Nanoseconds())/n, "tiered-ns/get")
+			b.ReportMetric(float64(alone.Nanoseconds())/n, "local-ns/get")
+			b.ReportMetric(float64(tiered)/float64(alone), "tiered/local")
+		})
+	}
+}

@@ -7,7 +7,9 @@ package progcache
 // cross-process half is FileStream's: its Group's leader first takes a
 // per-key lock file (filestream_lock.go), so callers in other processes
 // wait for that compile too, and looks at the cache again once it holds
-// the lock, since a peer may have stored the object meanwhile.
+// the lock, since a peer may have stored the object meanwhile. A Tiered
+// cache leads its flights itself (tiered_compile.go): its local tier's
+// lock, then a lease that machines share.
 
 import (
 	"context"
@@ -31,7 +33,8 @@ type Grouped interface {
 // GetOrCompile returns the object cached under k, or runs compile, stores
 // its result and returns it, through c's own Group: concurrent callers of
 // one key on one cache run compile once and share its result; on a
-// FileStream, so do callers in other processes. Errors are not cached: a
+// FileStream, so do callers in other processes, and on a Tiered cache
+// with a Leaser, callers on other machines. Errors are not cached: a
 // failed compile is retried by the next call. When the cache cannot store
 // the object (over its byte cap, read-only, a read-only or full
 // filesystem, no permission, something foreign at the entry's path) it is

@@ -21,13 +21,20 @@
 //     package of its own so that a program using only Memory or
 //     FileStream neither builds nor links bbolt.
 //
+// Tiered puts a local cache in front of a remote one that machines share
+// (any Cache): local first, remote on a local miss, the local tier
+// backfilled from a remote hit, remote puts through a bounded queue, and
+// a remote tier that fails open. With a Leaser, its GetOrCompile compiles
+// a key once across machines.
+//
 // Viewer.View (and ViewFrom, for any Cache) lends a stored object to a
 // callback without copying it out: a hit allocates nothing on any backend.
 //
 // GetOrCompile runs a compile once per key however many callers miss at
 // once, in a process (through the cache's Group, or one kept beside a
-// cache of your own) and, on FileStream, across processes. Admin is what
-// the progcache command uses to list, verify, prune and total a cache.
+// cache of your own), on FileStream across processes, and on Tiered with
+// a Leaser across machines. Admin is what the progcache command uses to
+// list, verify, prune and total a cache.
 //
 // Persistent entries are self-checking records (EncodeRecord,
 // DecodeRecord) with a CRC-32C or a keyed MAC; nothing is deserialised by
@@ -35,8 +42,8 @@
 // removed; an entry sealed by a differently configured peer (another MAC
 // key, or none) is a counted miss that is kept (ErrUnreadable).
 //
-// Concurrency: MakeKey, EncodeRecord, DecodeRecord, GetOrCompile and the
-// three caches are safe for concurrent use. Key, Object, Options, KeyInput
+// Concurrency: MakeKey, EncodeRecord, DecodeRecord, GetOrCompile, the
+// three caches and Tiered are safe for concurrent use. Key, Object, Options, KeyInput
 // and the other option and result structs are plain values: safe to share
 // while no one modifies them. Memory returns stored objects by reference,
 // so callers must not modify an object after Put or one returned by Get;
