@@ -237,23 +237,37 @@ func (t *Tiered) View(ctx context.Context, k Key, fn func(View) error) (bool, er
 }
 
 // getRemote is a lookup's remote half, after a local miss: it counts the
-// remote hit or the miss and backfills the local tier.
+// remote hit or the miss.
 func (t *Tiered) getRemote(ctx context.Context, k Key) (Object, bool, error) {
+	obj, ok, err := t.peekRemote(ctx, k)
+	switch {
+	case err != nil:
+		return Object{}, false, err
+	case !ok:
+		t.st.misses.Add(1)
+		return Object{}, false, nil
+	}
+	t.st.remoteHits.Add(1)
+	return obj, true, nil
+}
+
+// peekRemote looks k up in the remote tier, backfilling the local tier
+// from a hit, and counts no lookup (getRemote does, for Get and View). A
+// remote error is a miss, counted in RemoteErrors, as the remote tier
+// fails open; only ctx's own error is returned.
+func (t *Tiered) peekRemote(ctx context.Context, k Key) (Object, bool, error) {
 	obj, ok, err := t.remote.Get(ctx, k)
 	if err != nil {
 		if ctx.Err() != nil {
 			return Object{}, false, ctx.Err()
 		}
 		t.st.remoteErrors.Add(1)
-		ok = false // fail open: a miss
-	}
-	if !ok {
-		t.st.misses.Add(1)
 		return Object{}, false, nil
 	}
-	t.st.remoteHits.Add(1)
-	t.backfill(ctx, k, obj)
-	return obj, true, nil
+	if ok {
+		t.backfill(ctx, k, obj)
+	}
+	return obj, ok, nil
 }
 
 // backfill puts a remote hit into the local tier; a failure is counted,

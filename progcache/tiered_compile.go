@@ -93,40 +93,18 @@ func (t *Tiered) peek(ctx context.Context, k Key) (Object, bool, error) {
 	return t.peekRemote(ctx, k)
 }
 
-// peekRemote looks k up in the remote tier without counting a lookup,
-// backfilling the local tier from a hit. A remote error is a miss
-// (counted in RemoteErrors); only ctx's own is returned.
-func (t *Tiered) peekRemote(ctx context.Context, k Key) (Object, bool, error) {
-	obj, ok, err := t.remote.Get(ctx, k)
-	if err != nil {
-		if ctx.Err() != nil {
-			return Object{}, false, ctx.Err()
-		}
-		t.st.remoteErrors.Add(1)
-		return Object{}, false, nil
-	}
-	if ok {
-		t.backfill(ctx, k, obj)
-	}
-	return obj, ok, nil
-}
-
 // acquire takes k's lease, waiting while another machine holds it. It
 // returns the lease; or the holder's object (ok), found in the remote
 // tier while waiting; or neither, when the compile is to run without the
 // lease (the Leaser failed, or the wait ran past LeaseWait); or ctx's
 // error, or ErrClosed when the cache closes meanwhile.
 func (t *Tiered) acquire(ctx context.Context, k Key) (Lease, Object, bool, error) {
-	lease, err := t.opts.Leaser.Acquire(ctx, k)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return nil, Object{}, false, ctx.Err()
-	case err != nil:
-		t.st.leaseAcquireErrors.Add(1)
-		return nil, Object{}, false, nil
-	case lease != nil:
-		t.st.leaseAcquired.Add(1)
-		return lease, Object{}, false, nil
+	lease, held, err := t.askLease(ctx, k)
+	if err != nil || !held {
+		if lease != nil {
+			t.st.leaseAcquired.Add(1)
+		}
+		return lease, Object{}, false, err
 	}
 
 	t.st.leaseWaited.Add(1)
@@ -155,20 +133,32 @@ func (t *Tiered) acquire(ctx context.Context, k Key) (Lease, Object, bool, error
 			}
 			return nil, obj, ok, err
 		}
-		lease, err := t.opts.Leaser.Acquire(ctx, k)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return nil, Object{}, false, ctx.Err()
-		case err != nil:
-			t.st.leaseAcquireErrors.Add(1)
-			return nil, Object{}, false, nil
-		case lease != nil:
-			t.st.leaseTakenOver.Add(1)
-			return lease, Object{}, false, nil
+		lease, held, err := t.askLease(ctx, k)
+		if err != nil || !held {
+			if lease != nil {
+				t.st.leaseTakenOver.Add(1)
+			}
+			return lease, Object{}, false, err
 		}
 		wait = min(2*wait, leasePollMax)
 		poll.Reset(wait)
 	}
+}
+
+// askLease asks the Leaser for k's lease once. It returns the lease; or
+// held, when another holder has it; or neither, when the Leaser could not
+// be asked (counted: the compile goes ahead without a lease). Only ctx's
+// error is returned.
+func (t *Tiered) askLease(ctx context.Context, k Key) (lease Lease, held bool, err error) {
+	lease, err = t.opts.Leaser.Acquire(ctx, k)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, false, ctx.Err()
+	case err != nil:
+		t.st.leaseAcquireErrors.Add(1)
+		return nil, false, nil
+	}
+	return lease, lease == nil, nil
 }
 
 // release gives lease up, even when ctx has ended, counting a failure:

@@ -466,7 +466,7 @@ func TestTieredCompileOnceAcrossMachines(t *testing.T) {
 					wg.Go(func() {
 						obj, err := progcache.GetOrCompile(ctx, c, cachetest.KeyN(7), compile)
 						if err != nil || !obj.Equal(want) {
-							errs <- fmt.Errorf("GetOrCompile = %v, equal %v", err, obj.Equal(want))
+							errs <- fmt.Errorf("GetOrCompile = %w, equal %v", err, obj.Equal(want))
 						}
 					})
 				}
