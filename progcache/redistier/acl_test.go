@@ -8,7 +8,7 @@ import (
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/cachetest"
 	"github.com/accelkit/accelkit/progcache/redistier"
-	"github.com/accelkit/accelkit/progcache/redistier/internal/redistest"
+	"github.com/accelkit/accelkit/progcache/redistier/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/cachetest"
-	"github.com/accelkit/accelkit/progcache/redistier/internal/redistest"
+	"github.com/accelkit/accelkit/progcache/redistier/redistest"
 )
 
 // TestDeleteCorruptComparesValue: a corrupt value is deleted only if it is

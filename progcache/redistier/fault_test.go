@@ -11,7 +11,7 @@ import (
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/cachetest"
 	"github.com/accelkit/accelkit/progcache/redistier"
-	"github.com/accelkit/accelkit/progcache/redistier/internal/redistest"
+	"github.com/accelkit/accelkit/progcache/redistier/redistest"
 )
 
 // faultOpts fail fast: short calls, a breaker that opens after three

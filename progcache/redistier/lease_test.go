@@ -15,7 +15,7 @@ import (
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/cachetest"
 	"github.com/accelkit/accelkit/progcache/redistier"
-	"github.com/accelkit/accelkit/progcache/redistier/internal/redistest"
+	"github.com/accelkit/accelkit/progcache/redistier/redistest"
 )
 
 // leaseOpts are short leases for tests: a heartbeat every 100 ms.

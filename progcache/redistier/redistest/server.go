@@ -1,5 +1,5 @@
-// Package redistest runs real Redis servers for the redistier tests and
-// benchmarks: a single node (Start), a Redis Cluster of several masters
+// Package redistest runs real Redis servers for tests and benchmarks of
+// code that uses redistier (and for redistier's own): a single node (Start), a Redis Cluster of several masters
 // (StartCluster), and a TCP proxy that can stall or cut the connections
 // to one (NewProxy). Each server is a redis-server process on a free
 // loopback port, in a temporary directory, without persistence, stopped
