@@ -47,7 +47,7 @@ func TestACLUser(t *testing.T) {
 		if n, err := c.Prefetch(bg, []progcache.Key{cachetest.KeyN(1)}, func(progcache.Key, progcache.Object) error { return nil }); n != 1 || err != nil {
 			t.Fatalf("Prefetch as the ACL user: %d, %v", n, err)
 		}
-		l, err := c.Acquire(bg, cachetest.KeyN(1))
+		l, err := c.AcquireLease(bg, cachetest.KeyN(1))
 		if l == nil || err != nil {
 			t.Fatalf("Acquire as the ACL user: %v, %v", l, err)
 		}

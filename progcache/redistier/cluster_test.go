@@ -80,11 +80,11 @@ func TestCluster(t *testing.T) {
 		opts.Namespace = freshNamespace(t)
 		a, b := openCache(t, client, opts), openCache(t, client, opts)
 		for i := range 20 {
-			l, err := a.Acquire(bg, cachetest.KeyN(i))
+			l, err := a.AcquireLease(bg, cachetest.KeyN(i))
 			if l == nil || err != nil {
 				t.Fatalf("Acquire %d on the cluster: %v, %v", i, l, err)
 			}
-			if l2, err := b.Acquire(bg, cachetest.KeyN(i)); l2 != nil || err != nil {
+			if l2, err := b.AcquireLease(bg, cachetest.KeyN(i)); l2 != nil || err != nil {
 				t.Fatalf("second Acquire %d on the cluster = %v, %v; want contended", i, l2, err)
 			}
 			if err := l.Release(bg); err != nil {
@@ -116,7 +116,7 @@ func TestCluster(t *testing.T) {
 		if n, err := c.Prefetch(bg, []progcache.Key{cachetest.KeyN(1), cachetest.KeyN(2)}, func(progcache.Key, progcache.Object) error { return nil }); n != 2 || err != nil {
 			t.Fatalf("Prefetch as the ACL user on the cluster: %d, %v", n, err)
 		}
-		l, err := c.Acquire(bg, cachetest.KeyN(1))
+		l, err := c.AcquireLease(bg, cachetest.KeyN(1))
 		if l == nil || err != nil {
 			t.Fatalf("Acquire as the ACL user on the cluster: %v, %v", l, err)
 		}

@@ -16,11 +16,12 @@
 // ErrUnavailable, for the caller to count. RedisStats shows every counter
 // and the breaker's state.
 //
-// Acquire takes a lease on a key (SET NX with expiry, extended by a
+// AcquireLease takes a lease on a key (SET NX with expiry, extended by a
 // heartbeat, released by compare-and-delete), so that processes on
-// different machines missing the same key compile it once: the lease
-// service of progcache's tiered cache (its Leaser interface is being added
-// beside this module; until then Acquire returns *Lease). Prefetch fetches
+// different machines missing the same key compile it once; Acquire is the
+// same as a progcache.Leaser, so that a Cache is both the remote tier and
+// the lease service of a progcache.Tiered cache, whose GetOrCompile then
+// compiles each key once across the fleet. Prefetch fetches
 // many keys in few round trips for a warm start. Options.Namespace
 // separates deployments on one server, Options.TTL expires entries,
 // Options.MaxEntryBytes caps an entry and Options.MaxBytes a namespace.

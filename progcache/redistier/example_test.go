@@ -13,10 +13,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Example opens the fleet's shared cache as a fleet machine would: a TLS
-// client logged in as the cache's ACL user, honouring context deadlines,
-// and the MAC key every machine of the deployment shares. It needs a
-// Redis server, so it is compiled but not run by go test.
+// Example is a fleet machine's program cache: a FileStream on local disk
+// in front of the fleet's Redis, which also hands out the leases that make
+// the fleet compile each program once. The Redis client is a TLS client
+// logged in as the cache's ACL user, honouring context deadlines, and
+// every machine of the deployment shares the MAC key. It needs a Redis
+// server, so it is compiled but not run by go test.
 func Example() {
 	macKey, err := hex.DecodeString(os.Getenv("PROGCACHE_MAC_KEY")) // 32 random bytes, hex
 	if err != nil {
@@ -31,7 +33,7 @@ func Example() {
 	})
 	defer client.Close()
 
-	cache, err := redistier.New(client, redistier.Options{
+	remote, err := redistier.New(client, redistier.Options{
 		Namespace: "ci-fleet",
 		Record:    progcache.RecordOptions{MACKey: macKey},
 		TTL:       14 * 24 * time.Hour,
@@ -39,7 +41,18 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer cache.Close()
+	local, err := progcache.OpenFileStream("/var/cache/myserver/programs", progcache.FileStreamOptions{
+		MaxBytes: 4 << 30,
+		Record:   progcache.RecordOptions{MACKey: macKey},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cache, err := progcache.NewTiered(local, remote, progcache.TieredOptions{Leaser: remote})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cache.Close() // closes both tiers
 
 	ctx := context.Background()
 	key, err := progcache.MakeKey(progcache.KeyInput{
@@ -51,19 +64,22 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// Local hit; else a remote hit, kept locally; else one machine of the
+	// fleet compiles while the others wait for its entry.
 	obj, err := progcache.GetOrCompile(ctx, cache, key, func(ctx context.Context) (progcache.Object, error) {
 		return progcache.Object{Kind: "cubin", Code: []byte("...")}, nil // nvrtc here
 	})
 	if err != nil {
-		log.Printf("compiled, but not stored in the fleet cache: %v", err) // Redis down: the program is still good
+		log.Fatal(err) // the compile failed: Redis being down never fails it
 	}
-	log.Printf("%d bytes of %s; cache stats %+v", len(obj.Code), obj.Kind, cache.RedisStats())
+	log.Printf("%d bytes of %s; %+v", len(obj.Code), obj.Kind, cache.TierStats())
 }
 
-// ExampleCache_Acquire compiles a key once across machines: the machine
-// that takes the lease compiles and stores; the others wait for the entry
-// (or for the lease, if its holder dies).
-func ExampleCache_Acquire() {
+// ExampleCache_AcquireLease compiles a key once across machines without a
+// progcache.Tiered (which does this in GetOrCompile): the machine that
+// takes the lease compiles and stores; the others wait for the entry (or
+// for the lease, if its holder dies).
+func ExampleCache_AcquireLease() {
 	var cache *redistier.Cache // from redistier.New
 	var key progcache.Key
 	compile := func() progcache.Object { return progcache.Object{Kind: "cubin", Code: []byte("...")} }
@@ -75,7 +91,7 @@ func ExampleCache_Acquire() {
 			_ = obj // another machine compiled it
 			return
 		}
-		lease, err := cache.Acquire(ctx, key)
+		lease, err := cache.AcquireLease(ctx, key)
 		if err != nil {
 			// Redis cannot be asked: compile without it.
 			_ = compile()

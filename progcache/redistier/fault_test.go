@@ -27,7 +27,7 @@ func writeOps(c *redistier.Cache) map[string]func() error {
 		"Len":    func() error { _, err := c.Len(bg); return err },
 		"Clear":  func() error { return c.Clear(bg) },
 		"Acquire": func() error {
-			l, err := c.Acquire(bg, cachetest.KeyN(51))
+			l, err := c.AcquireLease(bg, cachetest.KeyN(51))
 			if l != nil {
 				return l.Release(bg)
 			}

@@ -45,9 +45,9 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`)
 
-// Lease is a lease on one key, taken by Cache.Acquire: while it is held,
-// no other Acquire of the key, in any process sharing the namespace,
-// succeeds. A heartbeat extends it until Release.
+// Lease is a lease on one key, taken by Cache.AcquireLease (or Acquire):
+// while it is held, no other Acquire of the key, in any process sharing
+// the namespace, succeeds. A heartbeat extends it until Release.
 //
 // Locking: the fields above lostOnce are set before the lease is shared
 // (stop, which ends the heartbeat goroutine, may be called any number of
@@ -72,12 +72,26 @@ type Lease struct {
 	released bool
 }
 
-// Acquire tries to take the lease on k: (lease, nil) when this call took
-// it, (nil, nil) when another holder has it, and an error wrapping
+var _ progcache.Leaser = (*Cache)(nil)
+
+// Acquire is AcquireLease for progcache.Leaser, so that a Cache is the
+// lease service of a progcache.Tiered cache (TieredOptions.Leaser): the
+// Lease it returns is a *Lease, and it is a nil interface, not a nil
+// *Lease inside one, when another holder has the lease.
+func (c *Cache) Acquire(ctx context.Context, k progcache.Key) (progcache.Lease, error) {
+	l, err := c.AcquireLease(ctx, k)
+	if l == nil {
+		return nil, err
+	}
+	return l, err
+}
+
+// AcquireLease tries to take the lease on k: (lease, nil) when this call
+// took it, (nil, nil) when another holder has it, and an error wrapping
 // ErrUnavailable when Redis could not be asked (the caller then decides,
 // usually to compile without the lease). A taken lease is extended every
 // LeaseTTL/3 until its Release, or until Close.
-func (c *Cache) Acquire(ctx context.Context, k progcache.Key) (*Lease, error) {
+func (c *Cache) AcquireLease(ctx context.Context, k progcache.Key) (*Lease, error) {
 	if err := c.enter(ctx); err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ func TestLeaseAcquireContendRelease(t *testing.T) {
 	srv := redistest.Start(t)
 	a, b := twoProcesses(t, srv, leaseOpts)
 	k := cachetest.KeyN(1)
-	la, err := a.Acquire(bg, k)
+	la, err := a.AcquireLease(bg, k)
 	if err != nil || la == nil {
 		t.Fatalf("Acquire of a free key = %v, %v; want the lease", la, err)
 	}
@@ -40,11 +40,24 @@ func TestLeaseAcquireContendRelease(t *testing.T) {
 		t.Errorf("Lease.Key = %s, want %s", la.Key(), k)
 	}
 	for _, c := range []*redistier.Cache{a, b} {
-		if l, err := c.Acquire(bg, k); l != nil || err != nil {
+		if l, err := c.AcquireLease(bg, k); l != nil || err != nil {
 			t.Fatalf("Acquire of a held key = %v, %v; want (nil, nil)", l, err)
 		}
 	}
-	if l, err := b.Acquire(bg, cachetest.KeyN(2)); l == nil || err != nil {
+	// The progcache.Leaser form: a nil interface when held (a typed nil
+	// inside it would read as taken to Tiered).
+	var leaser progcache.Leaser = a
+	if l, err := leaser.Acquire(bg, k); l != nil || err != nil {
+		t.Fatalf("Leaser.Acquire of a held key = %#v, %v; want a nil Lease and nil", l, err)
+	}
+	if l, err := leaser.Acquire(bg, cachetest.KeyN(3)); err != nil {
+		t.Fatal(err)
+	} else if _, ok := l.(*redistier.Lease); !ok {
+		t.Fatalf("Leaser.Acquire of a free key = %#v; want a *redistier.Lease", l)
+	} else if err := l.Release(bg); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := b.AcquireLease(bg, cachetest.KeyN(2)); l == nil || err != nil {
 		t.Fatalf("Acquire of another key = %v, %v; want the lease", l, err)
 	}
 	if err := la.Release(bg); err != nil {
@@ -53,23 +66,23 @@ func TestLeaseAcquireContendRelease(t *testing.T) {
 	if err := la.Release(bg); err != nil {
 		t.Errorf("second Release = %v, want nil", err)
 	}
-	lb, err := b.Acquire(bg, k)
+	lb, err := b.AcquireLease(bg, k)
 	if err != nil || lb == nil {
 		t.Fatalf("Acquire after the holder's Release = %v, %v; want the lease at once", lb, err)
 	}
 	sa, sb := a.RedisStats(), b.RedisStats()
-	if sa.LeasesAcquired != 1 || sa.LeasesContended != 1 || sa.LeasesReleased != 1 || sa.LeasesLost != 0 {
-		t.Errorf("a's lease counters %+v: want 1 acquired, 1 contended, 1 released", sa)
+	if sa.LeasesAcquired != 2 || sa.LeasesContended != 2 || sa.LeasesReleased != 2 || sa.LeasesLost != 0 {
+		t.Errorf("a's lease counters %+v: want 2 acquired, 2 contended, 2 released", sa)
 	}
 	if sb.LeasesAcquired != 2 || sb.LeasesContended != 1 {
 		t.Errorf("b's lease counters %+v: want 2 acquired, 1 contended", sb)
 	}
 	// Close releases what is still held.
 	b.Close()
-	if l, err := a.Acquire(bg, k); l == nil || err != nil {
+	if l, err := a.AcquireLease(bg, k); l == nil || err != nil {
 		t.Fatalf("Acquire after the holder's Close = %v, %v; want the lease", l, err)
 	}
-	if _, err := b.Acquire(bg, k); !errors.Is(err, progcache.ErrClosed) {
+	if _, err := b.AcquireLease(bg, k); !errors.Is(err, progcache.ErrClosed) {
 		t.Errorf("Acquire after Close = %v, want ErrClosed", err)
 	}
 }
@@ -81,7 +94,7 @@ func TestLeaseReleaseByNonHolder(t *testing.T) {
 	raw := srv.Client(t)
 	a, b := twoProcesses(t, srv, redistier.Options{})
 	k := cachetest.KeyN(1)
-	la, err := a.Acquire(bg, k)
+	la, err := a.AcquireLease(bg, k)
 	if err != nil || la == nil {
 		t.Fatal(la, err)
 	}
@@ -90,14 +103,14 @@ func TestLeaseReleaseByNonHolder(t *testing.T) {
 	if err := raw.Del(bg, leaseKey(a.Namespace(), k)).Err(); err != nil {
 		t.Fatal(err)
 	}
-	lb, err := b.Acquire(bg, k)
+	lb, err := b.AcquireLease(bg, k)
 	if err != nil || lb == nil {
 		t.Fatalf("Acquire of an expired lease = %v, %v; want it", lb, err)
 	}
 	if err := la.Release(bg); err != nil {
 		t.Fatal(err)
 	}
-	if l, _ := a.Acquire(bg, k); l != nil {
+	if l, _ := a.AcquireLease(bg, k); l != nil {
 		t.Fatal("the former holder's Release deleted the new holder's lease")
 	}
 	select {
@@ -123,13 +136,13 @@ func TestLeaseHeartbeat(t *testing.T) {
 	raw := srv.Client(t)
 	a, b := twoProcesses(t, srv, leaseOpts)
 	k := cachetest.KeyN(1)
-	la, err := a.Acquire(bg, k)
+	la, err := a.AcquireLease(bg, k)
 	if err != nil || la == nil {
 		t.Fatal(la, err)
 	}
 	start := time.Now()
 	for time.Since(start) < 4*leaseOpts.LeaseTTL {
-		if l, err := b.Acquire(bg, k); l != nil || err != nil {
+		if l, err := b.AcquireLease(bg, k); l != nil || err != nil {
 			t.Fatalf("Acquire %v after the holder took it (TTL %v) = %v, %v; the heartbeat must keep it", time.Since(start), leaseOpts.LeaseTTL, l, err)
 		}
 		time.Sleep(leaseOpts.LeaseTTL / 5)
@@ -162,7 +175,7 @@ func TestLeaseLostWhenCutOff(t *testing.T) {
 	holder := openCache(t, clientOf(t, proxy.Addr, false), opts)
 	other := openCache(t, srv.Client(t), opts)
 	k := cachetest.KeyN(1)
-	l, err := holder.Acquire(bg, k)
+	l, err := holder.AcquireLease(bg, k)
 	if err != nil || l == nil {
 		t.Fatal(l, err)
 	}
@@ -170,7 +183,7 @@ func TestLeaseLostWhenCutOff(t *testing.T) {
 	cut := time.Now()
 	var took time.Duration
 	eventually(t, 10*time.Second, "another process takes the lease of a holder cut off from Redis", func() bool {
-		l, err := other.Acquire(bg, k)
+		l, err := other.AcquireLease(bg, k)
 		if l != nil {
 			took = time.Since(cut)
 		}
@@ -191,7 +204,7 @@ func TestLeaseLostWhenCutOff(t *testing.T) {
 	eventually(t, 10*time.Second, "the holder's release reaches Redis", func() bool {
 		return l.Release(bg) == nil
 	})
-	if l2, _ := holder.Acquire(bg, k); l2 != nil {
+	if l2, _ := holder.AcquireLease(bg, k); l2 != nil {
 		t.Error("the cut-off holder's Release freed the new holder's lease")
 	}
 }
@@ -201,7 +214,9 @@ func TestLeaseLostWhenCutOff(t *testing.T) {
 // once.
 func TestLeaseStress(t *testing.T) {
 	srv := redistest.Start(t)
-	opts := redistier.Options{Namespace: freshNamespace(t)}
+	// 128 clients on two cores, beside other tests: a patient timeout, as
+	// a failed Acquire is a failure here.
+	opts := redistier.Options{Namespace: freshNamespace(t), Timeout: 2 * time.Second}
 	var holders, taken atomic.Int64
 	var wg sync.WaitGroup
 	errs := make(chan error, 4*32)
@@ -210,7 +225,7 @@ func TestLeaseStress(t *testing.T) {
 		for range 32 {
 			wg.Go(func() {
 				for range 20 {
-					l, err := c.Acquire(bg, cachetest.KeyN(7))
+					l, err := c.AcquireLease(bg, cachetest.KeyN(7))
 					if err != nil {
 						errs <- err
 						return
@@ -278,7 +293,7 @@ func TestLeaseHolderKilled(t *testing.T) {
 	c := openCache(t, srv.Client(t), opts)
 	k := cachetest.KeyN(1)
 	time.Sleep(2 * opts.LeaseTTL) // past its first expiry: the heartbeat keeps it
-	if l, err := c.Acquire(bg, k); l != nil || err != nil {
+	if l, err := c.AcquireLease(bg, k); l != nil || err != nil {
 		t.Fatalf("Acquire while another process holds the lease = %v, %v; want contended", l, err)
 	}
 	if err := cmd.Process.Kill(); err != nil {
@@ -288,7 +303,7 @@ func TestLeaseHolderKilled(t *testing.T) {
 	cmd.Wait()
 	var l *redistier.Lease
 	eventually(t, 10*time.Second, "the lease of a killed holder is taken over", func() bool {
-		l, err = c.Acquire(bg, k)
+		l, err = c.AcquireLease(bg, k)
 		return l != nil && err == nil
 	})
 	t.Logf("lease of a SIGKILLed holder taken over %v after the kill (LeaseTTL %v, heartbeat every %v)", time.Since(killed), opts.LeaseTTL, opts.LeaseTTL/3)
@@ -304,7 +319,7 @@ func holdLease(t *testing.T, addr, ns string) {
 	opts.LeaseTTL = 600 * time.Millisecond
 	opts.Namespace = ns
 	c := openCache(t, clientOf(t, addr, false), opts)
-	l, err := c.Acquire(bg, cachetest.KeyN(1))
+	l, err := c.AcquireLease(bg, cachetest.KeyN(1))
 	if l == nil || err != nil {
 		t.Fatalf("holder: Acquire = %v, %v", l, err)
 	}

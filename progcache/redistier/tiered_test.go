@@ -1,0 +1,299 @@
+package redistier_test
+
+// A Cache as the remote tier and the lease service of progcache.Tiered,
+// across processes: each test process below stands for a machine of a
+// fleet, with a local FileStream of its own and its own Redis client.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/accelkit/accelkit/progcache"
+	"github.com/accelkit/accelkit/progcache/cachetest"
+	"github.com/accelkit/accelkit/progcache/redistier"
+	"github.com/accelkit/accelkit/progcache/redistier/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// Environment of the machine processes these tests start.
+const (
+	machineRoleEnv = "REDISTIER_TEST_MACHINE_ROLE" // "compile-once" or "die-compiling"
+	machineAddrEnv = "REDISTIER_TEST_MACHINE_ADDR"
+	machineNSEnv   = "REDISTIER_TEST_MACHINE_NS"
+	machineDirEnv  = "REDISTIER_TEST_MACHINE_DIR"
+)
+
+// machineOpts are the remote tier's options on every machine: leases
+// short enough that a dead holder is taken over within seconds, calls
+// patient enough for four race-instrumented processes on two cores.
+var machineOpts = redistier.Options{Timeout: 500 * time.Millisecond, LeaseTTL: 1500 * time.Millisecond}
+
+// compileCounter is the Redis key, in namespace ns, that every machine's
+// compile increments: the fleet's count of compiles.
+func compileCounter(ns string) string { return "test:" + ns + ":compiles" }
+
+// tieredObject is what the machines compile for k: the same bytes on
+// every machine, as a compiler's output for one key is.
+func tieredObject(k progcache.Key) progcache.Object {
+	return progcache.Object{Kind: "cubin", Code: bytes.Repeat([]byte(k.String()), 1000)}
+}
+
+// openMachine opens a machine's cache: a FileStream in dir in front of a
+// Cache on addr, which is also the Leaser. The client is the machine's
+// own.
+func openMachine(t testing.TB, addr, ns, dir string) (*progcache.Tiered, *redis.Client) {
+	t.Helper()
+	client := clientOf(t, addr, true)
+	opts := machineOpts
+	opts.Namespace = ns
+	remote := openCache(t, client, opts)
+	local, err := progcache.OpenFileStream(dir, progcache.FileStreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := progcache.NewTiered(local, remote, progcache.TieredOptions{Leaser: remote, LeaseWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tc.Close() })
+	return tc, client
+}
+
+// machineReport is what a machine process prints when it is done.
+type machineReport struct {
+	Digests []string              `json:"digests"` // of each goroutine's object
+	Tier    progcache.TieredStats `json:"tier"`
+}
+
+// TestTieredCompileOnceAcrossMachines: 4 processes with separate local
+// directories, 32 goroutines each, miss one key at once; the fleet
+// compiles it once, and every goroutine gets the same object.
+func TestTieredCompileOnceAcrossMachines(t *testing.T) {
+	if os.Getenv(machineRoleEnv) == "compile-once" {
+		runCompileOnceMachine(t)
+		return
+	}
+	srv := redistest.Start(t)
+	ns := freshNamespace(t)
+	const machines = 4
+	type proc struct {
+		cmd   *exec.Cmd
+		stdin io.WriteCloser
+		out   *bufio.Reader
+	}
+	procs := make([]proc, machines)
+	for i := range procs {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestTieredCompileOnceAcrossMachines$")
+		cmd.Env = append(os.Environ(), machineRoleEnv+"=compile-once", machineAddrEnv+"="+srv.Addr,
+			machineNSEnv+"="+ns, machineDirEnv+"="+filepath.Join(t.TempDir(), "local"))
+		cmd.Stderr = os.Stderr
+		stdin, _ := cmd.StdinPipe() // closed: the machine starts; a machine whose test dies exits
+		stdout, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		procs[i] = proc{cmd, stdin, bufio.NewReader(stdout)}
+	}
+	for i, p := range procs {
+		if line, err := p.out.ReadString('\n'); line != "READY\n" {
+			t.Fatalf("machine %d said %q, %v; want READY", i, line, err)
+		}
+	}
+	for _, p := range procs {
+		p.stdin.Close() // all four go at once
+	}
+	var digests []string
+	var tier progcache.TieredStats
+	for i, p := range procs {
+		line, err := p.out.ReadString('\n')
+		var r machineReport
+		if err != nil || json.Unmarshal([]byte(line), &r) != nil {
+			t.Fatalf("machine %d said %q, %v; want its report", i, line, err)
+		}
+		if err := p.cmd.Wait(); err != nil {
+			t.Fatalf("machine %d: %v", i, err)
+		}
+		digests = append(digests, r.Digests...)
+		tier.LeaseAcquired += r.Tier.LeaseAcquired
+		tier.LeaseWaited += r.Tier.LeaseWaited
+		tier.LeaseWaitHits += r.Tier.LeaseWaitHits
+		tier.LeaseTakenOver += r.Tier.LeaseTakenOver
+		tier.LeaseWaitTimeouts += r.Tier.LeaseWaitTimeouts
+		tier.LeaseAcquireErrors += r.Tier.LeaseAcquireErrors
+	}
+	n, err := srv.Client(t).Get(bg, compileCounter(ns)).Int()
+	if err != nil || n != 1 {
+		t.Fatalf("the fleet compiled the key %d times (%v); want once", n, err)
+	}
+	want := digestOf(tieredObject(cachetest.KeyN(1)))
+	if len(digests) != machines*32 {
+		t.Fatalf("%d goroutines reported, want %d", len(digests), machines*32)
+	}
+	for i, d := range digests {
+		if d != want {
+			t.Fatalf("goroutine %d got an object with digest %s, want %s", i, d, want)
+		}
+	}
+	// One machine took the lease and compiled; the others waited for its
+	// entry, or found it before or just after taking the freed lease.
+	if tier.LeaseAcquired+tier.LeaseTakenOver == 0 || tier.LeaseWaitTimeouts != 0 || tier.LeaseAcquireErrors != 0 {
+		t.Errorf("lease counters over the fleet %+v: want a lease taken, no timeouts or errors", tier)
+	}
+	t.Logf("fleet: 1 compile; %d machines waited on the lease, %d found the entry while waiting", tier.LeaseWaited, tier.LeaseWaitHits)
+}
+
+// runCompileOnceMachine is a machine of TestTieredCompileOnceAcrossMachines:
+// it says READY, waits for its standard input to close, runs 32
+// GetOrCompile calls of one key at once, and prints its report.
+func runCompileOnceMachine(t *testing.T) {
+	ns := os.Getenv(machineNSEnv)
+	tc, client := openMachine(t, os.Getenv(machineAddrEnv), ns, os.Getenv(machineDirEnv))
+	k := cachetest.KeyN(1)
+	fmt.Println("READY")
+	io.Copy(io.Discard, os.Stdin)
+
+	var wg sync.WaitGroup
+	digests := make([]string, 32)
+	for i := range digests {
+		wg.Go(func() {
+			obj, err := progcache.GetOrCompile(bg, tc, k, func(ctx context.Context) (progcache.Object, error) {
+				if err := client.Incr(ctx, compileCounter(ns)).Err(); err != nil {
+					return progcache.Object{}, err
+				}
+				time.Sleep(300 * time.Millisecond) // a compile: the others arrive meanwhile
+				return tieredObject(k), nil
+			})
+			if err != nil {
+				t.Errorf("GetOrCompile: %v", err)
+				return
+			}
+			digests[i] = digestOf(obj)
+		})
+	}
+	wg.Wait()
+	b, err := json.Marshal(machineReport{Digests: digests, Tier: tc.TierStats()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println(string(b))
+}
+
+// TestTieredLeaseHolderKilled: a machine dies while it compiles under the
+// lease (SIGKILL); a machine waiting for it takes the lease over once it
+// expires, compiles, and stores. The takeover time is logged: at most
+// LeaseTTL after the dead holder's last heartbeat, plus one poll.
+func TestTieredLeaseHolderKilled(t *testing.T) {
+	if os.Getenv(machineRoleEnv) == "die-compiling" {
+		runDyingMachine(t)
+		return
+	}
+	srv := redistest.Start(t)
+	ns := freshNamespace(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestTieredLeaseHolderKilled$")
+	cmd.Env = append(os.Environ(), machineRoleEnv+"=die-compiling", machineAddrEnv+"="+srv.Addr,
+		machineNSEnv+"="+ns, machineDirEnv+"="+filepath.Join(t.TempDir(), "local"))
+	cmd.Stderr = os.Stderr
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "COMPILING\n" {
+		t.Fatalf("the holder machine said %q, %v; want COMPILING", line, err)
+	}
+
+	tc, _ := openMachine(t, srv.Addr, ns, filepath.Join(t.TempDir(), "local"))
+	k := cachetest.KeyN(1)
+	type result struct {
+		obj   progcache.Object
+		err   error
+		start time.Time // when this machine's compile began
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.obj, r.err = progcache.GetOrCompile(bg, tc, k, func(context.Context) (progcache.Object, error) {
+			r.start = time.Now()
+			return tieredObject(k), nil
+		})
+		done <- r
+	}()
+	eventually(t, 10*time.Second, "the second machine waits on the lease", func() bool {
+		return tc.TierStats().LeaseWaited == 1
+	})
+	time.Sleep(2 * machineOpts.LeaseTTL) // the holder's heartbeat keeps its lease past its first expiry
+	select {
+	case r := <-done:
+		t.Fatalf("GetOrCompile returned (%v) while the holder was alive and compiling", r.err)
+	default:
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	cmd.Wait()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting machine did not take over the dead holder's lease within 30 s")
+	}
+	if r.err != nil || !bytes.Equal(r.obj.Code, tieredObject(k).Code) {
+		t.Fatalf("GetOrCompile after the takeover = %d bytes, %v; want the object", len(r.obj.Code), r.err)
+	}
+	if r.start.IsZero() {
+		t.Fatal("the waiting machine returned without compiling, but the holder died before storing")
+	}
+	s := tc.TierStats()
+	if s.LeaseTakenOver != 1 || s.LeaseWaitTimeouts != 0 {
+		t.Errorf("tier counters %+v: want the lease taken over once, no wait timeout", s)
+	}
+	if _, ok, err := tc.Remote().Get(bg, k); !ok || err != nil {
+		t.Errorf("remote tier after the takeover's compile: ok %v, %v; want the entry stored", ok, err)
+	}
+	t.Logf("lease of a SIGKILLed compiling machine taken over, and its compile started, %v after the kill (LeaseTTL %v, heartbeat every %v)",
+		r.start.Sub(killed).Round(time.Millisecond), machineOpts.LeaseTTL, machineOpts.LeaseTTL/3)
+}
+
+// runDyingMachine is the holder of TestTieredLeaseHolderKilled: it starts
+// the compile of KeyN(1), says COMPILING once inside it (holding the
+// lease), and never finishes: it is killed, or exits when its standard
+// input closes.
+func runDyingMachine(t *testing.T) {
+	tc, _ := openMachine(t, os.Getenv(machineAddrEnv), os.Getenv(machineNSEnv), os.Getenv(machineDirEnv))
+	_, err := progcache.GetOrCompile(bg, tc, cachetest.KeyN(1), func(context.Context) (progcache.Object, error) {
+		if tc.TierStats().LeaseAcquired != 1 {
+			return progcache.Object{}, fmt.Errorf("compiling without the lease: %+v", tc.TierStats())
+		}
+		fmt.Println("COMPILING")
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+		return progcache.Object{}, nil
+	})
+	t.Fatalf("the dying machine's compile returned: %v", err)
+}
+
+// digestOf is a short digest of obj's kind and code.
+func digestOf(obj progcache.Object) string {
+	h := sha256.New()
+	h.Write([]byte(obj.Kind))
+	h.Write([]byte{0})
+	h.Write(obj.Code)
+	return strings.ToLower(hex.EncodeToString(h.Sum(nil)[:8]))
+}
