@@ -79,18 +79,19 @@ func (t *Tiered) leadCompile(ctx context.Context, k Key, compile CompileFunc) (O
 // peek looks k up in both tiers without counting a lookup, backfilling
 // the local tier from a remote hit. A remote error is a miss.
 func (t *Tiered) peek(ctx context.Context, k Key) (Object, bool, error) {
-	var obj Object
-	var ok bool
-	var err error
-	if pl, isPL := t.local.(processLocker); isPL {
-		obj, ok, err = pl.peek(ctx, k) // counts no miss in the local tier
-	} else {
-		obj, ok, err = t.local.Get(ctx, k)
-	}
-	if err != nil || ok {
+	if obj, ok, err := t.peekLocal(ctx, k); err != nil || ok {
 		return obj, ok, err
 	}
 	return t.peekRemote(ctx, k)
+}
+
+// peekLocal looks k up in the local tier without counting a lookup of
+// Tiered's (nor a miss of the local tier's, when it can: FileStream).
+func (t *Tiered) peekLocal(ctx context.Context, k Key) (Object, bool, error) {
+	if pl, ok := t.local.(processLocker); ok {
+		return pl.peek(ctx, k)
+	}
+	return t.local.Get(ctx, k)
 }
 
 // acquire takes k's lease, waiting while another machine holds it. It

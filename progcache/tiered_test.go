@@ -675,3 +675,91 @@ func TestTieredStress(t *testing.T) {
 		t.Errorf("Get after Close = %v, want ErrClosed", err)
 	}
 }
+
+// batchRemote is a fakeRemote that is a Prefetcher, recording the keys of
+// each Prefetch call.
+type batchRemote struct {
+	*fakeRemote
+	calls [][]progcache.Key
+}
+
+func (r *batchRemote) Prefetch(ctx context.Context, keys []progcache.Key, fn func(progcache.Key, progcache.Object) error) (int, error) {
+	r.calls = append(r.calls, keys)
+	if r.fail.Load() {
+		return 0, errRemoteDown
+	}
+	n := 0
+	for _, k := range keys {
+		obj, ok, err := r.Cache.Get(ctx, k)
+		if err != nil {
+			return n, err
+		}
+		if !ok {
+			continue
+		}
+		n++
+		if err := fn(k, obj); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// A warm start fetches what the local tier lacks, in one batch when the
+// remote tier is a Prefetcher and key by key otherwise.
+func TestTieredPrefetch(t *testing.T) {
+	ctx := context.Background()
+	store := newMemory(t, 0)
+	var keys []progcache.Key
+	for i := range 12 {
+		keys = append(keys, cachetest.KeyN(i))
+		if i < 10 {
+			store.Put(ctx, cachetest.KeyN(i), cachetest.ObjectN(i, 100))
+		}
+	}
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prefetcher=%v", batch), func(t *testing.T) {
+			local := newMemory(t, 0)
+			local.Put(ctx, keys[0], cachetest.ObjectN(0, 100))
+			fr := &fakeRemote{Cache: store}
+			var remote progcache.Cache = fr
+			br := &batchRemote{fakeRemote: fr}
+			if batch {
+				remote = br
+			}
+			c, err := progcache.NewTiered(local, remote, progcache.TieredOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			n, err := c.Prefetch(ctx, keys)
+			if n != 9 || err != nil {
+				t.Fatalf("Prefetch of 12 keys, 1 local, 9 more remote = %d, %v; want 9, nil", n, err)
+			}
+			for i := range 10 {
+				if !local.Contains(keys[i]) {
+					t.Errorf("key %d not in the local tier after Prefetch", i)
+				}
+			}
+			if batch && (len(br.calls) != 1 || len(br.calls[0]) != 11) {
+				t.Errorf("Prefetcher calls %v; want one, of the 11 keys the local tier lacks", br.calls)
+			}
+			s := c.TierStats()
+			if s.Backfills != 9 || s.LocalHits+s.RemoteHits+s.Misses != 0 {
+				t.Errorf("TierStats after Prefetch %+v: want 9 backfills and no lookups", s)
+			}
+
+			fr.fail.Store(true)
+			n, err = c.Prefetch(ctx, []progcache.Key{keys[0], keys[11]})
+			if n != 0 || !errors.Is(err, errRemoteDown) {
+				t.Errorf("Prefetch with the remote tier down = %d, %v; want 0 and its error", n, err)
+			}
+			if s := c.TierStats(); s.RemoteErrors != 1 {
+				t.Errorf("RemoteErrors %d after a failed Prefetch, want 1", s.RemoteErrors)
+			}
+			if _, ok, err := c.Get(ctx, keys[5]); !ok || err != nil {
+				t.Errorf("Get of a prefetched key with the remote tier down = %v, %v; want a local hit", ok, err)
+			}
+		})
+	}
+}

@@ -19,6 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+var _ progcache.Prefetcher = (*Cache)(nil)
+
 // Prefetch looks keys up in batches of Options.PrefetchBatch, one round
 // trip each, and calls fn, on the calling goroutine and in the order of
 // keys, with each object found (a fresh copy, as Get returns). A missing,

@@ -289,6 +289,95 @@ func runDyingMachine(t *testing.T) {
 	t.Fatalf("the dying machine's compile returned: %v", err)
 }
 
+// TestTieredPrefetchWarmStart: a machine that joins the fleet fetches
+// what another stored, in batches (redistier's Prefetch), into its local
+// tier; its lookups are then local hits, Redis or no Redis.
+func TestTieredPrefetchWarmStart(t *testing.T) {
+	srv := redistest.Start(t)
+	ns := freshNamespace(t)
+	first, _ := openMachine(t, srv.Addr, ns, filepath.Join(t.TempDir(), "local"))
+	var keys []progcache.Key
+	for i := range 100 {
+		k := cachetest.KeyN(i)
+		keys = append(keys, k)
+		if err := first.Put(bg, k, tieredObject(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first.Close() // drains the queued remote puts
+	if s := first.TierStats(); s.RemotePutDone != 100 {
+		t.Fatalf("first machine's remote puts: %+v; want 100 done", s)
+	}
+
+	joiner, _ := openMachine(t, srv.Addr, ns, filepath.Join(t.TempDir(), "local"))
+	n, err := joiner.Prefetch(bg, append(keys, cachetest.KeyN(1000)))
+	if n != 100 || err != nil {
+		t.Fatalf("Prefetch of 100 stored keys and 1 absent = %d, %v; want 100, nil", n, err)
+	}
+	rs := joiner.Remote().(*redistier.Cache).RedisStats()
+	if rs.Prefetched != 100 || rs.PrefetchMisses != 1 || rs.Hits != 0 {
+		t.Errorf("remote tier's counters %+v: want 100 prefetched in batches, 1 prefetch miss, no single Gets", rs)
+	}
+	srv.Kill()
+	for _, k := range keys {
+		obj, ok, err := joiner.Get(bg, k)
+		if !ok || err != nil || !bytes.Equal(obj.Code, tieredObject(k).Code) {
+			t.Fatalf("Get of prefetched %s with Redis down = %v, %v", k, ok, err)
+		}
+	}
+	if s := joiner.TierStats(); s.LocalHits != 100 || s.Backfills != 100 {
+		t.Errorf("joiner's counters %+v: want 100 backfills, 100 local hits", s)
+	}
+}
+
+// TestTieredRedisKilled: Redis SIGKILLed under a machine never fails its
+// compiles; once Redis is back (and the breaker has probed it), the
+// machine stores into it again.
+func TestTieredRedisKilled(t *testing.T) {
+	srv := redistest.Start(t)
+	tc, _ := openMachine(t, srv.Addr, freshNamespace(t), filepath.Join(t.TempDir(), "local"))
+	compiles := 0
+	compile := func(k progcache.Key) progcache.CompileFunc {
+		return func(context.Context) (progcache.Object, error) {
+			compiles++
+			return tieredObject(k), nil
+		}
+	}
+	srv.Kill()
+	for i := range 10 {
+		k := cachetest.KeyN(i)
+		obj, err := progcache.GetOrCompile(bg, tc, k, compile(k))
+		if err != nil || !bytes.Equal(obj.Code, tieredObject(k).Code) {
+			t.Fatalf("GetOrCompile %d with Redis killed = %d bytes, %v; want the compiled object", i, len(obj.Code), err)
+		}
+	}
+	eventually(t, 10*time.Second, "the queued remote puts fail", func() bool { return tc.TierStats().RemotePutFailed == 10 })
+	if s := tc.TierStats(); compiles != 10 || s.LeaseAcquireErrors != 10 {
+		t.Errorf("with Redis down: %d compiles, counters %+v; want 10 compiles, 10 lease errors", compiles, s)
+	}
+	// The remote tier's failed lookups are its own misses (it fails
+	// open), counted there.
+	if rs := tc.Remote().(*redistier.Cache).RedisStats(); rs.Errors == 0 || rs.Breaker != redistier.BreakerOpen || rs.Rejected == 0 {
+		t.Errorf("remote tier with Redis down: %d errors, breaker %v, %d rejected; want errors, the breaker open, refusing calls", rs.Errors, rs.Breaker, rs.Rejected)
+	}
+
+	srv.Restart()
+	k := cachetest.KeyN(100)
+	eventually(t, 10*time.Second, "the machine stores into the restarted Redis", func() bool {
+		if _, err := progcache.GetOrCompile(bg, tc, k, compile(k)); err != nil {
+			t.Fatal(err)
+		}
+		_, ok, _ := tc.Remote().Get(bg, k)
+		if !ok {
+			tc.Local().Delete(bg, k) // compile it again
+		}
+		return ok
+	})
+	if _, ok, _ := tc.Get(bg, cachetest.KeyN(3)); !ok {
+		t.Error("an object compiled while Redis was down is gone from the local tier")
+	}
+}
+
 // digestOf is a short digest of obj's kind and code.
 func digestOf(obj progcache.Object) string {
 	h := sha256.New()
