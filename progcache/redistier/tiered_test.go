@@ -72,6 +72,38 @@ func openMachine(t testing.TB, addr, ns, dir string) (*progcache.Tiered, *redis.
 	return tc, client
 }
 
+// machineProc is a machine process: this test binary again, running the
+// test that started it in the role of a machine.
+type machineProc struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser // the machine exits when it closes, should its test die
+	out   *bufio.Reader
+}
+
+// startMachine starts a machine process in role (machineRoleEnv), on the
+// server at addr and namespace ns, with a local directory of its own. It
+// is killed, if still running, when t ends.
+func startMachine(t *testing.T, role, addr, ns string) machineProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$")
+	cmd.Env = append(os.Environ(), machineRoleEnv+"="+role, machineAddrEnv+"="+addr,
+		machineNSEnv+"="+ns, machineDirEnv+"="+filepath.Join(t.TempDir(), "local"))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return machineProc{cmd, stdin, bufio.NewReader(stdout)}
+}
+
 // machineReport is what a machine process prints when it is done.
 type machineReport struct {
 	Digests []string              `json:"digests"` // of each goroutine's object
@@ -89,24 +121,9 @@ func TestTieredCompileOnceAcrossMachines(t *testing.T) {
 	srv := redistest.Start(t)
 	ns := freshNamespace(t)
 	const machines = 4
-	type proc struct {
-		cmd   *exec.Cmd
-		stdin io.WriteCloser
-		out   *bufio.Reader
-	}
-	procs := make([]proc, machines)
+	procs := make([]machineProc, machines)
 	for i := range procs {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestTieredCompileOnceAcrossMachines$")
-		cmd.Env = append(os.Environ(), machineRoleEnv+"=compile-once", machineAddrEnv+"="+srv.Addr,
-			machineNSEnv+"="+ns, machineDirEnv+"="+filepath.Join(t.TempDir(), "local"))
-		cmd.Stderr = os.Stderr
-		stdin, _ := cmd.StdinPipe() // closed: the machine starts; a machine whose test dies exits
-		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		procs[i] = proc{cmd, stdin, bufio.NewReader(stdout)}
+		procs[i] = startMachine(t, "compile-once", srv.Addr, ns)
 	}
 	for i, p := range procs {
 		if line, err := p.out.ReadString('\n'); line != "READY\n" {
@@ -203,18 +220,10 @@ func TestTieredLeaseHolderKilled(t *testing.T) {
 	}
 	srv := redistest.Start(t)
 	ns := freshNamespace(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestTieredLeaseHolderKilled$")
-	cmd.Env = append(os.Environ(), machineRoleEnv+"=die-compiling", machineAddrEnv+"="+srv.Addr,
-		machineNSEnv+"="+ns, machineDirEnv+"="+filepath.Join(t.TempDir(), "local"))
-	cmd.Stderr = os.Stderr
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer stdin.Close()
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if line, err := bufio.NewReader(stdout).ReadString('\n'); line != "COMPILING\n" {
+	holder := startMachine(t, "die-compiling", srv.Addr, ns)
+	defer holder.stdin.Close()
+	cmd := holder.cmd
+	if line, err := holder.out.ReadString('\n'); line != "COMPILING\n" {
 		t.Fatalf("the holder machine said %q, %v; want COMPILING", line, err)
 	}
 
