@@ -3,16 +3,18 @@
 // (StartCluster), and a TCP proxy that can stall or cut the connections
 // to one (NewProxy). Each server is a redis-server process on a free
 // loopback port, in a temporary directory, without persistence, stopped
-// by its PID when the test ends.
+// by its PID when the test ends. A program that is not a test (accbench)
+// starts one with Launch and stops it with Close.
 //
 // When redis-server is not installed, the test is skipped with the
 // command that installs it, or fails if the environment sets
 // ACCELKIT_REQUIRE_REDIS (CI does, so that these tests never silently
-// skip there).
+// skip there); Launch returns ErrNotInstalled.
 package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -34,6 +36,10 @@ const RequireEnv = "ACCELKIT_REQUIRE_REDIS"
 // installHint says how to get the server.
 const installHint = "redis-server not found in PATH: install it (Debian/Ubuntu: apt-get install redis-server; the tests need redis-server and redis-cli 7 or newer)"
 
+// ErrNotInstalled is Launch's error when redis-server is not in PATH; its
+// message says how to install it.
+var ErrNotInstalled = errors.New("redistest: " + installHint)
+
 const (
 	// readyWait bounds how long a starting server may take to answer
 	// PING: a loopback server with no data answers in milliseconds.
@@ -46,7 +52,7 @@ const (
 // RequireEnv) the test when it is not installed.
 func Binary(tb testing.TB) string {
 	tb.Helper()
-	p, err := exec.LookPath("redis-server")
+	p, err := lookBinary()
 	if err != nil {
 		if os.Getenv(RequireEnv) != "" {
 			tb.Fatalf("%s (%s is set, so this is a failure, not a skip)", installHint, RequireEnv)
@@ -56,15 +62,26 @@ func Binary(tb testing.TB) string {
 	return p
 }
 
-// Server is one redis-server process.
+// lookBinary returns the path of redis-server, or ErrNotInstalled.
+func lookBinary() (string, error) {
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", fmt.Errorf("%w (%v)", ErrNotInstalled, err)
+	}
+	return p, nil
+}
+
+// Server is one redis-server process. Its methods are for one goroutine:
+// the test's, or the program's that launched it.
 type Server struct {
 	// Addr is the server's address, 127.0.0.1:Port.
 	Addr string
 	Port int
-	// Dir is the server's working directory (a test temporary directory).
+	// Dir is the server's working directory (a test temporary directory,
+	// or the one given to Launch).
 	Dir string
 
-	tb      testing.TB
+	tb      testing.TB // the test of Start; nil for a server from Launch
 	bin     string
 	args    []string
 	cmd     *exec.Cmd
@@ -78,25 +95,41 @@ type Server struct {
 // "1mb", ...). The server is stopped when the test ends.
 func Start(tb testing.TB, extra ...string) *Server {
 	tb.Helper()
-	bin := Binary(tb)
-	dir := tb.TempDir()
-	var lastErr error
+	Binary(tb) // skips, or fails under RequireEnv, without the server
+	s, err := Launch(tb.TempDir(), extra...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.tb = tb
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// Launch starts a redis-server in dir (which must exist; the server keeps
+// its log there and writes nothing else, as persistence is off) on a free
+// loopback port and returns once it answers PING; extra are more
+// command-line options. It is Start for a program that is not a test: the
+// caller stops the server with Close. Without redis-server in PATH it
+// returns an error wrapping ErrNotInstalled.
+func Launch(dir string, extra ...string) (*Server, error) {
+	bin, err := lookBinary()
+	if err != nil {
+		return nil, err
+	}
 	// A free port found by listening on port 0 can be taken by another
 	// process before the server binds it: try a few.
 	for range 3 {
-		port, err := freePort()
-		if err != nil {
-			tb.Fatal(err)
+		port, perr := freePort()
+		if perr != nil {
+			return nil, perr
 		}
-		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Dir: dir, tb: tb, bin: bin}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Dir: dir, bin: bin}
 		s.args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir}, extra...)
-		if lastErr = s.start(); lastErr == nil {
-			tb.Cleanup(s.Stop)
-			return s
+		if err = s.start(); err == nil {
+			return s, nil
 		}
 	}
-	tb.Fatalf("redistest: start redis-server: %v", lastErr)
-	return nil
+	return nil, fmt.Errorf("redistest: start redis-server: %w", err)
 }
 
 func freePort() (int, error) {
@@ -164,12 +197,22 @@ func waitReady(addr string, exited <-chan struct{}, waitErr *error) error {
 // PID returns the server process's ID.
 func (s *Server) PID() int { return s.cmd.Process.Pid }
 
+// fatalf fails the test that started the server. Kill and Restart are
+// test helpers: a server from Launch has no test, and there they panic
+// with the message.
+func (s *Server) fatalf(format string, args ...any) {
+	if s.tb == nil {
+		panic(fmt.Sprintf(format, args...))
+	}
+	s.tb.Helper()
+	s.tb.Fatalf(format, args...)
+}
+
 // Kill ends the server with SIGKILL, as a crash would, and waits until the
 // process is gone; Restart starts it again.
 func (s *Server) Kill() {
-	s.tb.Helper()
 	if !s.kill() {
-		s.tb.Fatalf("redistest: redis-server %d on %s was not running", s.PID(), s.Addr)
+		s.fatalf("redistest: redis-server %d on %s was not running", s.PID(), s.Addr)
 	}
 }
 
@@ -188,27 +231,42 @@ func (s *Server) kill() bool {
 // Restart starts the server again on the same port and directory after
 // Kill or Stop, and returns once it answers PING.
 func (s *Server) Restart() {
-	s.tb.Helper()
 	if s.exited != nil {
-		s.tb.Fatalf("redistest: Restart of redis-server %d on %s, which is still running", s.PID(), s.Addr)
+		s.fatalf("redistest: Restart of redis-server %d on %s, which is still running", s.PID(), s.Addr)
 	}
 	if err := s.start(); err != nil {
-		s.tb.Fatalf("redistest: restart redis-server on %s: %v", s.Addr, err)
+		s.fatalf("redistest: restart redis-server on %s: %v", s.Addr, err)
 	}
 }
 
-// Stop ends the server: SIGTERM, then SIGKILL if it has not exited within
-// stopWait. Stopping a stopped server does nothing.
-func (s *Server) Stop() {
+// Close ends the server: SIGTERM, then SIGKILL if it has not exited within
+// stopWait. It returns an error when the server had to be killed, or had
+// exited on its own or with a failure status (a crash); closing a stopped
+// server does nothing and returns nil. Close keeps Dir.
+func (s *Server) Close() error {
 	if s.exited == nil {
-		return
+		return nil
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	pid := s.PID()
+	_ = s.cmd.Process.Signal(syscall.SIGTERM) // fails only if it has exited: waitErr says how
 	select {
 	case <-s.exited:
 		s.exited = nil
+		if s.waitErr != nil {
+			return fmt.Errorf("redistest: redis-server %d on %s: %w; its log:\n%s", pid, s.Addr, s.waitErr, s.logTail())
+		}
+		return nil
 	case <-time.After(stopWait):
 		s.kill()
+		return fmt.Errorf("redistest: redis-server %d on %s did not exit within %v of SIGTERM: killed", pid, s.Addr, stopWait)
+	}
+}
+
+// Stop is Close for a test (Start registers it as a cleanup): an error is
+// logged, not failed on.
+func (s *Server) Stop() {
+	if err := s.Close(); err != nil && s.tb != nil {
+		s.tb.Log(err)
 	}
 }
 
