@@ -1,7 +1,9 @@
 // Package redistest runs real Redis servers for tests and benchmarks of
-// code that uses redistier (and for redistier's own): a single node (Start), a Redis Cluster of several masters
-// (StartCluster), and a TCP proxy that can stall or cut the connections
-// to one (NewProxy). Each server is a redis-server process on a free
+// code that uses redistier (and for redistier's own): a single node
+// (Start; a replica is a single node started with "--replicaof"), a
+// Sentinel that fails a master over to its replica (StartSentinel), a
+// Redis Cluster of several masters (StartCluster), and a TCP proxy that
+// can stall or cut the connections to one (NewProxy). Each server is a redis-server process on a free
 // loopback port, in a temporary directory, without persistence, stopped
 // by its PID when the test ends. A program that is not a test (accbench)
 // starts one with Launch and stops it with Close.
