@@ -16,6 +16,7 @@ import (
 // spread over every master, Len and Clear visiting all of them, Prefetch
 // across slots, and leases.
 func TestCluster(t *testing.T) {
+	t.Parallel() // mostly waiting: for a failover, a cluster, a lease to expire
 	cl := redistest.StartCluster(t, 3)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })

@@ -267,6 +267,7 @@ const (
 // process takes the lease over: at most LeaseTTL after the holder's last
 // heartbeat.
 func TestLeaseHolderKilled(t *testing.T) {
+	t.Parallel() // mostly waiting: for a failover, a cluster, a lease to expire
 	if addr := os.Getenv(holderAddrEnv); addr != "" {
 		holdLease(t, addr, os.Getenv(holderNSEnv))
 		return

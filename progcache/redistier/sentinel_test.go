@@ -18,6 +18,7 @@ import (
 // once it has promoted the replica, the entries written before are hits
 // and writes go through again, with no change on the cache's side.
 func TestSentinelFailover(t *testing.T) {
+	t.Parallel() // mostly waiting: for a failover, a cluster, a lease to expire
 	master := redistest.Start(t)
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
 	sentinel := redistest.StartSentinel(t, master, "progcache")

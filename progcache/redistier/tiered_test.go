@@ -214,6 +214,7 @@ func runCompileOnceMachine(t *testing.T) {
 // expires, compiles, and stores. The takeover time is logged: at most
 // LeaseTTL after the dead holder's last heartbeat, plus one poll.
 func TestTieredLeaseHolderKilled(t *testing.T) {
+	t.Parallel() // mostly waiting: for a failover, a cluster, a lease to expire
 	if os.Getenv(machineRoleEnv) == "die-compiling" {
 		runDyingMachine(t)
 		return
