@@ -40,7 +40,7 @@ body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:
 h1{font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:.2em .7em;border-bottom:1px solid #eee;text-align:left}
 td.n{text-align:right;font-variant-numeric:tabular-nums}.miss{color:#b00}.ok{color:#070}
-.sim{background:#fff3cd;padding:.5em 1em;border:1px solid #e0c060}.err{color:#b00;white-space:pre-wrap}
+.sim{background:#fff3cd;padding:.5em 1em;border:1px solid #e0c060}.err{color:#b00;white-space:pre-wrap}.skip{color:#666}
 svg{display:block;margin:.5em 0}svg text{font:12px system-ui,sans-serif}
 </style></head><body>
 <h1>accbench report</h1>
@@ -55,7 +55,7 @@ svg{display:block;margin:.5em 0}svg text{font:12px system-ui,sans-serif}
 {{range .Suites}}
 <section id="suite-{{.Name}}" class="suite">
 <h2>{{.Name}}: {{.Title}}</h2>
-{{if .Error}}<p class="err">{{.Error}}</p>{{else}}
+{{if .Error}}<p class="err">{{.Error}}</p>{{else if .Skipped}}<p class="skip">Skipped: {{.Skipped}}</p>{{else}}
 {{if hasRatios .}}{{bars .}}{{end}}
 {{range .Series}}{{lines .}}{{end}}
 <table>

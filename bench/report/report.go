@@ -45,13 +45,17 @@ type Host struct {
 
 // Suite is one suite's figures.
 type Suite struct {
-	Name    string   `json:"name"`
-	Title   string   `json:"title"`
-	Rows    []Row    `json:"rows"`
-	Series  []Series `json:"series,omitempty"`
-	Notes   []string `json:"notes,omitempty"`
-	Error   string   `json:"error,omitempty"`
-	Seconds float64  `json:"seconds"`
+	Name   string   `json:"name"`
+	Title  string   `json:"title"`
+	Rows   []Row    `json:"rows"`
+	Series []Series `json:"series,omitempty"`
+	Notes  []string `json:"notes,omitempty"`
+	Error  string   `json:"error,omitempty"`
+	// Skipped says why the suite did not run on this machine (a program
+	// it needs is not installed, and how to install it): no rows, and not
+	// a failure.
+	Skipped string  `json:"skipped,omitempty"`
+	Seconds float64 `json:"seconds"`
 }
 
 // Row is one case: our figure beside its baseline, measured in the same run.
@@ -191,6 +195,10 @@ func (r *Results) WriteTable(w io.Writer) error {
 	for _, s := range r.Suites {
 		if s.Error != "" {
 			fmt.Fprintf(tw, "%s\tFAILED: %s\t\t\t\t\t\n", s.Name, clip(firstLine(s.Error), 90))
+			continue
+		}
+		if s.Skipped != "" {
+			fmt.Fprintf(tw, "%s\tSKIPPED: %s\t\t\t\t\t\n", s.Name, firstLine(s.Skipped))
 			continue
 		}
 		for _, row := range s.Rows {

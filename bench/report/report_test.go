@@ -30,6 +30,7 @@ func sample() *Results {
 				{Label: "direct", Points: [][2]float64{{4096, 0.5}, {1 << 20, 3}, {64 << 20, 4}}},
 			}}}},
 			{Name: "broken", Title: "a failing suite", Error: "open: no device\nmore"},
+			{Name: "absent", Title: "a suite that needs a missing program", Skipped: "tool not found in PATH: install it (apt-get install tool)"},
 		},
 	}
 	for i := range r.Suites {
@@ -69,7 +70,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Suites) != 3 || got.Suites[1].Series[0].Lines[1].Points[2][1] != 4 {
+	if len(got.Suites) != 4 || got.Suites[1].Series[0].Lines[1].Points[2][1] != 4 || got.Suites[3].Skipped != sample().Suites[3].Skipped {
 		t.Errorf("round trip lost data: %+v", got)
 	}
 	if _, err := ReadJSON(strings.NewReader(`{"schema": 99}`)); err == nil || !strings.Contains(err.Error(), "schema 99") {
@@ -83,7 +84,8 @@ func TestTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	for _, want := range []string{"simulated", "churn 1 goroutine", "45.5x", ">= 20x ok", "MISSED", "FAILED: open: no device", "2.00x"} {
+	for _, want := range []string{"simulated", "churn 1 goroutine", "45.5x", ">= 20x ok", "MISSED", "FAILED: open: no device", "2.00x",
+		"SKIPPED: tool not found in PATH: install it (apt-get install tool)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
@@ -108,10 +110,13 @@ func TestHTMLSelfContained(t *testing.T) {
 	if !strings.Contains(out, "&lt;script&gt;") {
 		t.Error("case names are not escaped")
 	}
-	for _, id := range []string{"suite-devalloc", "suite-h2d", "suite-broken"} {
+	for _, id := range []string{"suite-devalloc", "suite-h2d", "suite-broken", "suite-absent"} {
 		if !strings.Contains(out, `id="`+id+`"`) {
 			t.Errorf("no section %s", id)
 		}
+	}
+	if !strings.Contains(out, `<p class="skip">Skipped: tool not found in PATH: install it (apt-get install tool)</p>`) {
+		t.Error("the skipped suite does not say why")
 	}
 	if n := strings.Count(out, "<svg"); n != 3 { // devalloc bars, h2d bars + line chart
 		t.Errorf("%d charts, want 3", n)
