@@ -70,10 +70,24 @@ type Output struct {
 type Suite struct {
 	Name  string
 	Title string
-	Run   func(env *Env) (Output, error)
-	// Invariant suites fail the program (non-zero exit) when Run errors.
+	// Run measures one repetition. An error made by skip says the suite
+	// cannot run on this machine: the report says why, and that is not a
+	// failure.
+	Run func(env *Env) (Output, error)
+	// Invariant suites must pass: they fail the program (non-zero exit)
+	// when Run errors.
 	Invariant bool
 }
+
+// skipError is the error of a suite that cannot run on this machine,
+// such as one that needs a program that is not installed.
+type skipError struct{ reason string }
+
+func (e *skipError) Error() string { return "skipped: " + e.reason }
+
+// skip returns the error with which a suite's Run says it cannot run
+// here; reason says why and what would make it run.
+func skip(reason string) error { return &skipError{reason} }
 
 // Extra carries what a variant main adds, such as more progcache backends.
 type Extra struct {
@@ -92,14 +106,17 @@ const usage = `usage: accbench [-suite a,b] [-driver NAME[:DSN]] [-quick] [-coun
 
 Runs accelkit's benchmark suites, each figure beside the baseline it
 replaces measured in the same run; prints a summary table and writes
-results.json and report.html into -out.
+results.json and report.html into -out. The redis suite starts a
+redis-server of its own on a loopback port; without one in PATH it is
+skipped (Debian/Ubuntu: apt-get install redis-server).
 
 flags:
 %s
 Exit status: 0 on success (and for -h), 1 when a run fails (the driver
-cannot be opened, an invariant suite fails, the outputs cannot be written),
-2 on a usage error (unknown flag or suite, bad -count, -driver or -trace),
-130 when interrupted.
+cannot be opened, an invariant suite fails, the outputs cannot be written;
+with ACCELKIT_REQUIRE_REDIS set, the redis suite is one), 2 on a usage
+error (unknown flag or suite, bad -count, -driver or -trace), 130 when
+interrupted.
 `
 
 func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int {
@@ -232,7 +249,7 @@ func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int 
 		return 130
 	}
 	if failed {
-		fmt.Fprintln(stderr, "accbench: an invariant suite failed (see FAILED above)")
+		fmt.Fprintln(stderr, "accbench: a suite that must pass failed (see FAILED above)")
 		return 1
 	}
 	return 0
@@ -255,6 +272,11 @@ func runSuite(env *Env, s Suite, count int, stderr io.Writer, start time.Time) r
 			env.Step("repetition %d/%d", rep+1, count)
 		}
 		out, err := s.Run(env)
+		if se := (*skipError)(nil); errors.As(err, &se) {
+			sr.Skipped = se.reason
+			env.Step("skipped: %s", se.reason)
+			break
+		}
 		if err != nil {
 			sr.Error = err.Error()
 			env.Step("FAILED: %v", err)
