@@ -50,13 +50,14 @@ func runRedis(env *Env) (out Output, err error) {
 	}
 	defer os.RemoveAll(dir)
 	srv, err := redistest.Launch(dir)
-	if errors.Is(err, redistest.ErrNotInstalled) && !redisRequired() {
-		return out, skip(err.Error())
+	if errors.Is(err, redistest.ErrNotInstalled) {
+		const hint = "redis-server not found in PATH: install it to run this suite (Debian/Ubuntu: apt-get install redis-server)"
+		if !redisRequired() {
+			return out, skip(hint)
+		}
+		return out, fmt.Errorf("%s; %s is set, so the suite must run", hint, redistest.RequireEnv)
 	}
 	if err != nil {
-		if redisRequired() {
-			err = fmt.Errorf("%w (%s is set: the suite must run)", err, redistest.RequireEnv)
-		}
 		return out, err
 	}
 	defer func() { err = errors.Join(err, srv.Close()) }()
@@ -110,13 +111,13 @@ func runRedis(env *Env) (out Output, err error) {
 		out.Measurements = append(out.Measurements, m)
 	}
 	out.Notes = append(out.Notes,
-		"Each figure alternates ours and the baseline in one loop on the same loopback redis-server (started by the suite, no persistence), the baseline a raw go-redis call moving the same record bytes under a key of its own; ratios are raw/ours, so 0.83x is 1.2x the raw call's time.",
+		"Each figure alternates ours and its baseline in one loop, the side that goes first alternating, on the same loopback redis-server (started by the suite, no persistence). The get and put baselines are raw go-redis GETs and SETs of the same record bytes under a key of their own. A ratio is how many times better ours is: 0.83x is 1.2x the raw call's time.",
 		"ctx-deadline client: go-redis with ContextTimeoutEnabled, so redistier runs each call in place under its Timeout; default client: without it, redistier bounds each call from a goroutine of its own.",
-		"Tiered gets are timed in batches of 64, alternating which side goes first.")
+		"Tiered gets are timed in batches of 64, on an entry the tiered cache read once from its redistier remote tier and so backfilled into the local tier.")
 	if steady {
 		out.Notes = append(out.Notes, "Tiered gets are timed 2 s or more after the backfill: the filestream steady state, in which a file that has not changed for 2 s is read without its checksum.")
 	} else {
-		out.Notes = append(out.Notes, "-quick: tiered gets are timed within 2 s of the backfill, while a filestream local tier still checks each read's checksum.")
+		out.Notes = append(out.Notes, "-quick: tiered gets are timed without waiting 2 s after the backfill, so a filestream local tier may still check each read's checksum.")
 	}
 	return out, nil
 }

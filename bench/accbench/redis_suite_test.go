@@ -117,8 +117,8 @@ func TestRedisSuiteWithoutServer(t *testing.T) {
 		code    int
 		table   string
 	}{
-		{"", 0, "SKIPPED: redistest: redis-server not found in PATH"},
-		{"1", 1, "FAILED: redistest: redis-server not found in PATH"},
+		{"", 0, "SKIPPED: redis-server not found in PATH: install it to run this suite"},
+		{"1", 1, "FAILED: redis-server not found in PATH: install it to run this suite"},
 	} {
 		t.Run(fmt.Sprintf("%s=%q", redistest.RequireEnv, tc.require), func(t *testing.T) {
 			t.Setenv(redistest.RequireEnv, tc.require)
