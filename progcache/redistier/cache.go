@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -37,7 +36,10 @@ var (
 // cache can count the failure and go on.
 //
 // Close stops the heartbeats of the leases still held and releases them;
-// it does not close the client, which stays the caller's.
+// it does not close the client, which stays the caller's. A hook added to
+// the client (AddHook) must not keep a command past its return: Put
+// reuses the record it passed to SET, and Get hands the bytes of a GET's
+// reply to its caller.
 //
 // Locking: mu guards closed and leases, so that Close and Acquire agree on
 // which leases Close must release; nothing talks to Redis under mu. The
@@ -105,7 +107,8 @@ func (c *Cache) enter(ctx context.Context) error {
 	return nil
 }
 
-// Get returns the object stored under k, as a fresh copy. A miss, a
+// Get returns the object stored under k, the caller's to keep and
+// modify (its Code is the reply's own memory, not shared). A miss, a
 // corrupt or unreadable entry, and a lookup that Redis could not serve are
 // all (Object{}, false, nil), each counted; the error is the caller's
 // context error or ErrClosed.
@@ -118,10 +121,22 @@ func (c *Cache) Get(ctx context.Context, k progcache.Key) (progcache.Object, boo
 	if !c.accept(ctx, k, b, stored, err) {
 		return progcache.Object{}, false, nil
 	}
-	// Code aliases the reply, which go-redis hands over as the bytes of
-	// a string: give the caller memory of its own.
-	obj.Code = slices.Clone(obj.Code)
+	// Code aliases the reply, which is already memory of the caller's own
+	// (replyBytes): no copy, as a raw GET makes none.
 	return obj, true, nil
+}
+
+// replyBytes returns the value of a GET's reply as bytes, without a
+// copy. go-redis (v9.23.0, proto.Reader.readStringReply) reads each bulk
+// reply into a fresh allocation and hands it over as a string's bytes;
+// with client-side caching, a hit parses a fresh copy of the cached reply
+// and a miss parses a copy of what it caches. Once cmd is dropped nothing
+// else refers to those bytes, so they may be handed to the caller to keep
+// and to modify. (TestGetReturnsOwnMemory would catch a go-redis that
+// shared them.) A copy here cost about a quarter of a 64 KiB GET on
+// loopback: the allocation of a large object, and the copy.
+func replyBytes(cmd *redis.StringCmd) ([]byte, error) {
+	return cmd.Bytes()
 }
 
 // View looks k up as Get does and, on a hit, lends the stored object to
@@ -153,7 +168,7 @@ func (c *Cache) lookup(ctx context.Context, k progcache.Key) ([]byte, error) {
 		if c.index != nil {
 			b, err = c.index.getTouch(ctx, key, member(k))
 		} else {
-			b, err = c.client.Get(ctx, key).Bytes()
+			b, err = replyBytes(c.client.Get(ctx, key))
 		}
 		return err
 	})
@@ -236,17 +251,28 @@ func (c *Cache) Put(ctx context.Context, k progcache.Key, obj progcache.Object) 
 	if err := c.enter(ctx); err != nil {
 		return err
 	}
-	if n := progcache.RecordSize(obj, c.opts.Record); n > c.opts.MaxEntryBytes {
+	size := progcache.RecordSize(obj, c.opts.Record)
+	if size > c.opts.MaxEntryBytes {
 		c.n.tooLarge.Add(1)
-		return fmt.Errorf("redistier: put %s: record of %d bytes is over the %d-byte entry cap (Options.MaxEntryBytes, or MaxBytes when smaller): %w", k, n, c.opts.MaxEntryBytes, progcache.ErrTooLarge)
+		return fmt.Errorf("redistier: put %s: record of %d bytes is over the %d-byte entry cap (Options.MaxEntryBytes, or MaxBytes when smaller): %w", k, size, c.opts.MaxEntryBytes, progcache.ErrTooLarge)
 	}
-	rec, err := progcache.EncodeRecord(k, obj, c.opts.Record)
+	buf := recordBuffer(size)
+	rec, err := progcache.AppendRecord((*buf)[:0], k, obj, c.opts.Record)
 	if err != nil {
+		releaseRecordBuffer(buf)
 		return fmt.Errorf("redistier: put %s: %w", k, err)
 	}
+	*buf = rec
 	key := c.ks.entry(k)
 	err = c.call(ctx, "put", func(ctx context.Context) error {
-		return c.client.Set(ctx, key, rec, c.opts.TTL).Err()
+		err := c.client.Set(ctx, key, rec, c.opts.TTL).Err()
+		// go-redis has written rec out (or given up) and keeps no
+		// reference to it. Released here, on whichever goroutine ran the
+		// call, so an abandoned call (call.go) keeps it until it is done.
+		// A call the breaker refused never runs: its buffer goes to the
+		// garbage collector instead of back to the pool.
+		releaseRecordBuffer(buf)
+		return err
 	})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -256,9 +282,43 @@ func (c *Cache) Put(ctx context.Context, k progcache.Key, obj progcache.Object) 
 	}
 	c.n.puts.Add(1)
 	if c.index != nil {
-		c.index.admit(ctx, member(k), int64(len(rec)))
+		c.index.admit(ctx, member(k), size)
 	}
 	return nil
+}
+
+// maxPooledRecord bounds the record buffers that Put reuses: a larger
+// record is encoded into a buffer of its own, left to the garbage
+// collector, so that a few huge entries (up to MaxEntryBytesLimit) do not
+// stay pinned in the pool.
+const maxPooledRecord = 4 << 20
+
+// recordPool holds Put's record buffers (*[]byte, capacity at most
+// maxPooledRecord). A fresh large allocation per Put cost more than the
+// SET of a 64 KiB record itself on loopback (zeroing, page faults and
+// garbage collection); a pooled buffer is warm in the cache besides.
+var recordPool sync.Pool
+
+// recordBuffer returns an empty buffer for a record of size bytes: a
+// pooled one (AppendRecord grows it if it is too small, and the grown
+// buffer is what goes back) unless size is over maxPooledRecord.
+func recordBuffer(size int64) *[]byte {
+	if size <= maxPooledRecord {
+		if p, ok := recordPool.Get().(*[]byte); ok {
+			return p
+		}
+	}
+	b := make([]byte, 0, size)
+	return &b
+}
+
+// releaseRecordBuffer returns p to the pool if it is small enough. The
+// caller must not use p, or any slice of it, afterwards.
+func releaseRecordBuffer(p *[]byte) {
+	if cap(*p) <= maxPooledRecord {
+		*p = (*p)[:0]
+		recordPool.Put(p)
+	}
 }
 
 // Delete removes k's entry; an absent key is not an error. A Delete that

@@ -96,7 +96,7 @@ func (x *index) getTouch(ctx context.Context, key, m string) ([]byte, error) {
 			x.c.n.errors.Add(1)
 		}
 	}
-	return get.Bytes()
+	return replyBytes(get)
 }
 
 // admit records m's size after a Put and evicts what no longer fits,

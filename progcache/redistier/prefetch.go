@@ -23,9 +23,9 @@ var _ progcache.Prefetcher = (*Cache)(nil)
 
 // Prefetch looks keys up in batches of Options.PrefetchBatch, one round
 // trip each, and calls fn, on the calling goroutine and in the order of
-// keys, with each object found (a fresh copy, as Get returns). A missing,
-// corrupt or unreadable entry is skipped (counted; a corrupt one is
-// deleted as Get deletes it). It returns the number of objects delivered,
+// keys, with each object found (the caller's to keep and modify, as Get
+// returns it). A missing, corrupt or unreadable entry is skipped
+// (counted; a corrupt one is deleted as Get deletes it). It returns the number of objects delivered,
 // and stops at fn's first error, returned as is, or at the first batch
 // that Redis could not serve (an error wrapping ErrUnavailable). Prefetch
 // counts in Stats.Prefetched and PrefetchMisses, not in Hits and Misses.
@@ -50,7 +50,7 @@ func (c *Cache) Prefetch(ctx context.Context, keys []progcache.Key, fn func(prog
 			return delivered, fmt.Errorf("%w (after %d of %d keys)", err, delivered, len(keys))
 		}
 		for i, k := range batch {
-			b, err := vals[i].Bytes()
+			b, err := replyBytes(vals[i])
 			if err != nil {
 				c.n.prefetchMisses.Add(1)
 				continue
@@ -60,8 +60,7 @@ func (c *Cache) Prefetch(ctx context.Context, keys []progcache.Key, fn func(prog
 				c.n.prefetchMisses.Add(1)
 				continue
 			}
-			obj.Code = slices.Clone(obj.Code)
-			c.n.prefetched.Add(1)
+			c.n.prefetched.Add(1) // obj.Code aliases the reply: the caller's (replyBytes)
 			delivered++
 			if err := fn(k, obj); err != nil {
 				return delivered, err
