@@ -312,7 +312,7 @@ func (r *redisRun) backfilled(dir string) ([]tier, error) {
 			return nil, err
 		}
 		if _, ok, err := c.Get(r.ctx, k); !ok || err != nil {
-			return nil, fmt.Errorf("tiered get of an entry on the remote tier: hit %v, %v; remote stats %+v", ok, err, remote.RedisStats())
+			return nil, fmt.Errorf("%w; remote stats %+v", notHit("tiered get of an entry on the remote tier", ok, err), remote.RedisStats())
 		}
 		if s := c.TierStats(); s.Backfills != 1 {
 			return nil, fmt.Errorf("the remote hit was not backfilled into the %s tier: %+v", nc.Name, s)
@@ -383,7 +383,7 @@ func (r *redisRun) prefetch() (Measurement, error) {
 	gets := func() error {
 		for _, k := range keys {
 			if _, ok, err := c.Get(r.ctx, k); !ok || err != nil {
-				return fmt.Errorf("get of a stored key: hit %v, %v", ok, err)
+				return notHit("get of a stored key", ok, err)
 			}
 		}
 		return nil
@@ -441,7 +441,7 @@ func (r *redisRun) parallelGet() (Measurement, error) {
 	}
 	ours := round(func() error {
 		if _, ok, err := c.Get(r.ctx, k); !ok || err != nil {
-			return fmt.Errorf("get of a stored key: hit %v, %v", ok, err)
+			return notHit("get of a stored key", ok, err)
 		}
 		return nil
 	})
@@ -455,4 +455,13 @@ func (r *redisRun) parallelGet() (Measurement, error) {
 		Case: "get hit 64 KiB, 32 goroutines, HMAC, default client", Unit: "ops/s", HigherBetter: true,
 		Ours: perRound / oursUS * 1e6, Base: perRound / baseUS * 1e6, BaseName: "raw go-redis GET, 32 goroutines",
 	}, nil
+}
+
+// notHit is the error of a lookup that should have hit: its own error,
+// or else the miss.
+func notHit(what string, ok bool, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return fmt.Errorf("%s: hit %v, want a hit", what, ok)
 }

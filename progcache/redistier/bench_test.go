@@ -1,6 +1,7 @@
 package redistier_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -101,8 +102,10 @@ func BenchmarkGet(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			s := newBenchSetup(b, srv, bc).stored(b)
 			besideRaw(b, len(s.record), "get", func() error {
-				if _, ok, err := s.c.Get(bg, s.k); !ok || err != nil {
-					return fmt.Errorf("miss (%v)", err)
+				if _, ok, err := s.c.Get(bg, s.k); err != nil {
+					return err
+				} else if !ok {
+					return errors.New("miss")
 				}
 				return nil
 			}, s.rawGet)

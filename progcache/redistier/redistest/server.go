@@ -68,7 +68,7 @@ func Binary(tb testing.TB) string {
 func lookBinary() (string, error) {
 	p, err := exec.LookPath("redis-server")
 	if err != nil {
-		return "", fmt.Errorf("%w (%v)", ErrNotInstalled, err)
+		return "", fmt.Errorf("%w (%w)", ErrNotInstalled, err)
 	}
 	return p, nil
 }
