@@ -40,7 +40,10 @@ func TestTLS(t *testing.T) {
 	}
 	writePEM(t, filepath.Join(dir, "server.key"), "EC PRIVATE KEY", keyDER)
 
-	tlsPort := freeLoopbackPort(t)
+	tlsPort, err := redistest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	redistest.Start(t, "--tls-port", strconv.Itoa(tlsPort),
 		"--tls-cert-file", filepath.Join(dir, "server.crt"),
 		"--tls-key-file", filepath.Join(dir, "server.key"),
@@ -135,15 +138,4 @@ func writePEM(t *testing.T, path, kind string, der []byte) {
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// freeLoopbackPort returns a loopback port that was free a moment ago.
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

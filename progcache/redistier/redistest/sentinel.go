@@ -29,7 +29,7 @@ func StartSentinel(tb testing.TB, master *Server, name string) *Server {
 	var err error
 	for range 3 { // a free port can be taken before the Sentinel binds it
 		var port int
-		if port, err = freePort(); err != nil {
+		if port, err = FreePort(); err != nil {
 			tb.Fatal(err)
 		}
 		// Sentinel rewrites its configuration file as it learns the

@@ -121,7 +121,7 @@ func Launch(dir string, extra ...string) (*Server, error) {
 	// A free port found by listening on port 0 can be taken by another
 	// process before the server binds it: try a few.
 	for range 3 {
-		port, perr := freePort()
+		port, perr := FreePort()
 		if perr != nil {
 			return nil, perr
 		}
@@ -134,7 +134,9 @@ func Launch(dir string, extra ...string) (*Server, error) {
 	return nil, fmt.Errorf("redistest: start redis-server: %w", err)
 }
 
-func freePort() (int, error) {
+// FreePort returns a loopback TCP port that was free a moment ago, for a
+// server option that takes a second port ("--tls-port").
+func FreePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("redistest: find a free port: %w", err)
