@@ -14,7 +14,12 @@ var (
 	ErrNotPinned      = errors.New("host memory not pinned: async copies need a slice inside a live HostBuffer")
 	ErrNotSupported   = errors.New("not supported")
 	ErrNoDevice       = errors.New("no device")
-	ErrClosed         = errors.New("closed")
+	// ErrClosed is use of a closed driver, device, stream or event. Every
+	// accelkit module's ErrClosed matches it with errors.Is: modules that
+	// import driver wrap it with %w; a module that stands without driver
+	// (progcache) declares a closed error whose Is method accepts any target
+	// with an AccelkitClosed method, which ErrClosed has.
+	ErrClosed error = closedError{}
 	// ErrAlreadyRegistered is HostRegister of a range that overlaps host
 	// memory already page-locked through the driver: a live registration
 	// (of any of its devices) or a HostAlloc buffer. CUDA's
@@ -29,6 +34,16 @@ var (
 	// the device and its streams and events fails with it.
 	ErrDeviceLost = errors.New("device lost")
 )
+
+// closedError is ErrClosed's type. Its AccelkitClosed method is the mark a
+// module without the driver import recognises (see ErrClosed); the type is
+// comparable, so errors.Is(err, ErrClosed) keeps matching by ==.
+type closedError struct{}
+
+func (closedError) Error() string { return "closed" }
+
+// AccelkitClosed marks the error as accelkit's closed sentinel.
+func (closedError) AccelkitClosed() {}
 
 // Error is a backend failure: the operation, the backend's own code and
 // name for it, and the sentinel it maps to.

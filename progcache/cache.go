@@ -20,8 +20,8 @@ import (
 // stored, evicts nothing and makes Put return an error wrapping ErrTooLarge.
 // Delete of an absent key is not an error. Close is idempotent and safe to
 // call concurrently with the other methods; after it every method returns
-// an error wrapping ErrClosed (which wraps driver.ErrClosed), and Stats
-// keeps answering.
+// an error wrapping ErrClosed (which errors.Is also matches with
+// driver.ErrClosed), and Stats keeps answering.
 type Cache interface {
 	Get(ctx context.Context, k Key) (Object, bool, error)
 	Put(ctx context.Context, k Key, obj Object) error

@@ -2,9 +2,6 @@ package progcache
 
 import (
 	"errors"
-	"fmt"
-
-	"github.com/accelkit/accelkit/driver"
 )
 
 // Sentinel errors. Functions wrap them with %w and a message that says what
@@ -42,9 +39,10 @@ var (
 	// ErrInvalidConfig reports a bad backend configuration (e.g. a negative
 	// cap).
 	ErrInvalidConfig = errors.New("progcache: invalid configuration")
-	// ErrClosed reports use of a closed cache. It wraps driver.ErrClosed,
-	// so one errors.Is(err, driver.ErrClosed) serves every accelkit module.
-	ErrClosed = fmt.Errorf("progcache: cache closed: %w", driver.ErrClosed)
+	// ErrClosed reports use of a closed cache. errors.Is(err,
+	// driver.ErrClosed) matches it too, as it does every accelkit module's
+	// ErrClosed, without progcache importing driver: see closedError.
+	ErrClosed error = closedError{}
 	// ErrReadOnly reports a change asked of a cache opened read-only
 	// (FileStreamOptions.ReadOnly, the bolt package's Options.ReadOnly), which never
 	// changes anything on disk.
@@ -54,3 +52,20 @@ var (
 	// the cache keeps a directory, a device). It is left untouched.
 	ErrNotCache = errors.New("progcache: not a progcache cache")
 )
+
+// closedError is ErrClosed's type. progcache stands without the driver
+// module (a compile service has no device), so it cannot wrap
+// driver.ErrClosed; instead its Is method accepts any target that carries the
+// AccelkitClosed mark, which driver.ErrClosed does. The mark is a method
+// rather than a shared value so that neither module imports the other.
+type closedError struct{}
+
+func (closedError) Error() string { return "progcache: cache closed" }
+
+// Is reports whether target is accelkit's closed sentinel
+// (driver.ErrClosed), so errors.Is(err, driver.ErrClosed) holds for a closed
+// cache's errors. errors.Is(err, ErrClosed) matches by == before Is is asked.
+func (closedError) Is(target error) bool {
+	_, ok := target.(interface{ AccelkitClosed() })
+	return ok
+}

@@ -3,7 +3,6 @@ module github.com/accelkit/accelkit/progcache
 go 1.26.0
 
 require (
-	github.com/accelkit/accelkit/driver v0.1.0
 	go.etcd.io/bbolt v1.5.0
 	golang.org/x/crypto v0.55.0
 )

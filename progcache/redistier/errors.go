@@ -8,7 +8,7 @@ import (
 // Sentinel errors, matched with errors.Is. Besides these, the cache uses
 // progcache's: ErrTooLarge (an entry over MaxEntryBytes or MaxBytes),
 // ErrInvalidConfig (bad Options) and ErrClosed (use after Close, which
-// wraps driver.ErrClosed).
+// errors.Is also matches with driver.ErrClosed).
 var (
 	// ErrUnavailable reports a Redis call that failed: the server could
 	// not be reached, did not answer within Options.Timeout, answered

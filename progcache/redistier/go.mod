@@ -8,7 +8,6 @@ require (
 )
 
 require (
-	github.com/accelkit/accelkit/driver v0.1.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/crypto v0.55.0 // indirect
