@@ -22,10 +22,13 @@ package devalloc
 //   worth keeping: >= 512 B in the small pool, > 1 MiB in the large pool (a
 //   smaller large-pool remainder would only fragment). Freed blocks merge
 //   with free neighbours of the same segment.
-// - max_split_size: blocks at least that large are "oversize": never split,
-//   and never handed to requests below the limit (which would waste most of
-//   them). An oversize request may reuse an oversize block at most
-//   max_non_split_rounding (default 20 MiB) larger than itself.
+// - max_split_size: blocks of plain segments at least that large are
+//   "oversize": never split, and never handed to requests below the limit
+//   (which would waste most of them). An oversize request may reuse an
+//   oversize block at most max_non_split_rounding (default 20 MiB) larger
+//   than itself. Blocks of expandable ranges are never oversize (fit.go,
+//   Allocator.oversize): PyTorch applies the rules there too and its
+//   reserved memory balloons (pytorch/pytorch#123548).
 // - RecordStream(p, s) notes that s uses the block. It records nothing at
 //   that time: at Free, an event is recorded on every noted stream other
 //   than the owner (so work queued on s after the free never delays reuse)

@@ -54,8 +54,10 @@ type Config struct {
 	// ranges per (stream, pool) on devices with driver.VMM; without VMM the allocator falls back to
 	// plain segments and Stats reports it.
 	ExpandableSegments bool
-	// MaxSplitSize: blocks of at least this many bytes are never split and
-	// small requests never take them. 0 means no limit.
+	// MaxSplitSize: blocks of plain segments of at least this many bytes
+	// are never split and small requests never take them. 0 means no
+	// limit. Expandable ranges ignore it: their free blocks are split and
+	// merged like any other (unlike PyTorch, see pytorch/pytorch#123548).
 	MaxSplitSize uint64
 	// MaxNonSplitRounding bounds how much larger than the request an
 	// oversize cached block may be and still serve it. 0 means

@@ -80,10 +80,25 @@ func allocationSize(rsize uint64) uint64 {
 	return (rsize + kRoundLarge - 1) / kRoundLarge * kRoundLarge
 }
 
+// oversize reports whether b is an oversize block: one of a plain segment
+// of at least max_split_size. A block inside an expandable range never is:
+// the rule keeps a large plain segment whole so that small requests do not
+// carve it into pieces that pin the whole segment, but an expandable
+// range releases any free whole page and merges free memory with the
+// pages mapped beside it, so there is nothing to keep whole. Applying it
+// there (PyTorch does, pytorch/pytorch#123548) refuses every merged free
+// block past the size to small requests, each such miss maps new pages
+// that merge into that block, and reserved memory grows without bound.
+// It reads only settings fixed by New and the block's segment.
+func (a *Allocator) oversize(b *block) bool {
+	return a.maxSplit != 0 && b.size >= a.maxSplit && b.seg.exp == nil
+}
+
 // fits applies the oversize rules to a candidate block; it reads only
-// settings fixed by New.
+// settings fixed by New. Blocks of expandable ranges fit any request they
+// hold (see oversize): they are split like small-pool blocks.
 func (a *Allocator) fits(b *block, rsize uint64) bool {
-	if a.maxSplit == 0 {
+	if a.maxSplit == 0 || b.seg.exp != nil {
 		return true
 	}
 	if rsize < a.maxSplit && b.size >= a.maxSplit {
@@ -152,7 +167,7 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 	c.inc(stRequestedBytes, pool, int64(size))
 	c.inc(stActive, pool, 1)
 	c.inc(stActiveBytes, pool, int64(b.size))
-	if a.maxSplit != 0 && b.size >= a.maxSplit {
+	if a.oversize(b) {
 		c.oversizeAllocations.add(1)
 	}
 	c.numAllocs++
@@ -171,7 +186,7 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 		c.dec(stAllocation, pool, 1)
 		c.dec(stAllocatedBytes, pool, int64(b.size))
 		c.dec(stRequestedBytes, pool, int64(b.requested))
-		if a.maxSplit != 0 && b.size >= a.maxSplit {
+		if a.oversize(b) {
 			c.oversizeAllocations.add(-1)
 		}
 	}

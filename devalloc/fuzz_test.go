@@ -16,7 +16,8 @@ func FuzzOps(f *testing.F) {
 	f.Add([]byte{0, 250, 0, 250, 0, 250, 0, 250, 1, 1, 0, 10, 5, 5}, uint8(3))
 	f.Add([]byte{0, 200, 1, 201, 3, 0, 0, 220, 2, 202, 4, 1, 0, 230}, uint8(5))
 	confs := []string{"", "expandable_segments:true", "max_split_size_mb:24,cross_stream_reuse:true", "roundup_power2_divisions:[1:2,>:4],garbage_collection_threshold:0.5",
-		"release_before_grow:false", "expandable_segments:true,release_before_grow:false,cross_stream_reuse:true"}
+		"release_before_grow:false", "expandable_segments:true,release_before_grow:false,cross_stream_reuse:true",
+		"expandable_segments:true,max_split_size_mb:24,cross_stream_reuse:true"}
 	f.Fuzz(func(t *testing.T, ops []byte, conf uint8) {
 		if len(ops) > 512 {
 			ops = ops[:512]

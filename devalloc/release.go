@@ -53,7 +53,7 @@ func (a *Allocator) takeWholeLocked(target uint64, small bool) []*block {
 		pool := poolIdx(fs.small)
 		a.st.dec(stSegment, pool, 1)
 		a.st.dec(stReservedBytes, pool, int64(b.size))
-		if a.maxSplit != 0 && b.size >= a.maxSplit {
+		if a.oversize(b) { // b is a whole plain segment
 			a.st.oversizeSegments.add(-1)
 		}
 		victims = append(victims, b)

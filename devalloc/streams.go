@@ -75,7 +75,7 @@ func (a *Allocator) markPendingLocked(fs *freeSet, b *block, pending bool) {
 	d.add(stAllocation, sign)
 	d.add(stAllocatedBytes, sign*int64(b.size))
 	d.add(stRequestedBytes, sign*int64(b.requested))
-	if a.maxSplit != 0 && b.size >= a.maxSplit {
+	if a.oversize(b) {
 		d.oversizeAlloc = sign
 	}
 	a.applyLocked(&d)
