@@ -136,7 +136,8 @@ const asyncInstead = "devalloc's native caching allocator is used; a stream-orde
 // instead.
 func (c Config) IgnoredKeys() []IgnoredKey {
 	var out []IgnoredKey
-	for _, part := range splitTopLevel(c.Ignored) {
+	parts, _ := splitEntries(c.Ignored) // none when c.Ignored is malformed, which New refuses
+	for _, part := range parts {
 		k, v, ok := strings.Cut(part, ":")
 		if !ok {
 			continue
@@ -190,11 +191,17 @@ const maxHistoryEntries = 1 << 24
 // roundup_power2_divisions takes a single power of two or a list such as
 // [256:1,512:2,>:8] (keys in MiB, powers of two; ">" sets all larger
 // intervals). Unknown keys and bad values are errors (wrapping ErrConfig)
-// that name the key and what is valid. Empty input gives the zero Config.
+// that name the key and what is valid. Brackets are PyTorch's: a list is
+// a whole value, unnested; a bracket anywhere else, a path included, is
+// an error naming its byte position. Empty input gives the zero Config.
 func ParseConfig(s string) (Config, error) {
 	var c Config
 	seen := map[string]bool{}
-	for _, part := range splitTopLevel(s) {
+	parts, err := splitEntries(s)
+	if err != nil {
+		return Config{}, err
+	}
+	for _, part := range parts {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
@@ -382,7 +389,11 @@ func (c Config) validate() error {
 	case c.HistoryEntries < 0 || c.HistoryEntries > maxHistoryEntries:
 		return fmt.Errorf("%w: HistoryEntries %d: want [0, %d]", ErrConfig, c.HistoryEntries, maxHistoryEntries)
 	}
-	for _, part := range splitTopLevel(c.Ignored) {
+	parts, err := splitEntries(c.Ignored)
+	if err != nil {
+		return fmt.Errorf("%w (in Config.Ignored)", err)
+	}
+	for _, part := range parts {
 		if c.Ignored == "" {
 			break
 		}
@@ -415,24 +426,72 @@ func parseBool(k, v string) (bool, error) {
 	return false, fmt.Errorf("%s %q: want true or false", k, v)
 }
 
-// splitTopLevel splits on commas outside [...].
-func splitTopLevel(s string) []string {
+// listExample is what the bracket errors show as valid.
+const listExample = "a bracket may only enclose a whole value, a list such as roundup_power2_divisions:[256:1,512:2,>:8]"
+
+// splitEntries splits s into its comma-separated entries, keeping the
+// commas of a list value. Brackets follow PyTorch's tokenizer
+// (ConfigTokenizer in c10/core/AllocatorConfig.h), for which '[', ']', ','
+// and ':' are always tokens: a list is a whole value (key:[a,b]), does not
+// nest, and is followed by ',' or the end. Any other bracket is refused,
+// with its position (bytes counted from 1): a stray ']' or an unclosed '['
+// would otherwise take the commas after it, and the keys with them.
+func splitEntries(s string) ([]string, error) {
 	var out []string
-	depth, start := 0, 0
-	for i, r := range s {
-		switch r {
-		case '[':
-			depth++
-		case ']':
-			depth--
-		case ',':
-			if depth == 0 {
-				out = append(out, s[start:i])
-				start = i + 1
+	start := 0
+	open, closed := -1, -1 // offsets of the '[' of an unclosed list, and of the ']' that ended the entry's list
+	colon, valued := false, false
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		if open >= 0 {
+			switch ch {
+			case '[':
+				return nil, bracketError(s, i, fmt.Sprintf("opens a list inside the list opened at byte %d; lists do not nest", open+1))
+			case ']':
+				open, closed = -1, i
 			}
+			continue
+		}
+		switch {
+		case ch == ',':
+			out = append(out, s[start:i])
+			start = i + 1
+			colon, valued, closed = false, false, -1
+		case isSpaceByte(ch):
+		case closed >= 0:
+			return nil, bracketError(s, i, fmt.Sprintf("follows the list closed at byte %d; want ',' or the end there", closed+1))
+		case ch == '[':
+			if !colon || valued {
+				return nil, bracketError(s, i, "does not start a value")
+			}
+			open, valued = i, true
+		case ch == ']':
+			return nil, bracketError(s, i, "closes no '['")
+		case ch == ':' && !colon:
+			colon = true
+		case colon:
+			valued = true
 		}
 	}
-	return append(out, s[start:])
+	if open >= 0 {
+		return nil, bracketError(s, open, "is never closed")
+	}
+	return append(out, s[start:]), nil
+}
+
+// bracketError is splitEntries' error about the byte at offset i of s,
+// shown with the text before it.
+func bracketError(s string, i int, what string) error {
+	from := max(0, i-31)
+	lead := ""
+	if from > 0 {
+		lead = "..."
+	}
+	return fmt.Errorf("%w: %q at byte %d (%q) %s: %s", ErrConfig, s[i], i+1, lead+s[from:i+1], what, listExample)
+}
+
+func isSpaceByte(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
 }
 
 func parseDivisions(v string) (uint64, error) {

@@ -3,7 +3,10 @@ package devalloc
 import (
 	"bytes"
 	"errors"
+	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -68,7 +71,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"roundup_power2_divisions:3", "power of two"},
 		{"roundup_power2_divisions:[300:2]", "power of two in MiB"},
 		{"roundup_power2_divisions:[512:2,256:4]", "intervals must increase"},
-		{"roundup_power2_divisions:[256:2", "want a power of two or a list"},
+		{"roundup_power2_divisions:[256:2", "is never closed"},
+		{"roundup_power2_divisions:[]", "want a power of two or a list"},
 		{"backend:cuda", "want native or passthrough"},
 		{"history_entries:-1", "history_entries"},
 		{"expandable_segments:true,expandable_segments:false", "given twice"},
@@ -77,6 +81,51 @@ func TestParseConfigErrors(t *testing.T) {
 		if err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseConfig(%q) error %v, want ErrConfig mentioning %q", tc.in, err, tc.want)
 		}
+	}
+}
+
+// TestParseConfigBrackets: a stray bracket is refused with its position.
+// Brackets used to only count depth, so a ']' in a value, or a '[' never
+// closed, made the commas after it part of that value and the keys after
+// it vanished: a memory cap lost without a word.
+func TestParseConfigBrackets(t *testing.T) {
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil))) // the ignored key's warning
+	defer slog.SetDefault(prev)
+	for _, tc := range []struct{ in, want string }{
+		{"snapshot_on_oom:snaps/a]b,max_split_size_mb:128", `']' at byte 24 ("snapshot_on_oom:snaps/a]") closes no '['`},
+		{"pinned_free_catch_all:[,max_split_size_mb:128", `'[' at byte 23 ("pinned_free_catch_all:[") is never closed`},
+		{"max_split_size_mb:128]", "']' at byte 22"},
+		{"expandable_segments:true,]", "']' at byte 26"},
+		{"snapshot_on_oom:run[1].json", "'[' at byte 20 (\"snapshot_on_oom:run[\") does not start a value"},
+		{"[,]:", "'[' at byte 1"},
+		{"roundup_power2_divisions:[256:1,[512:2]]", "'[' at byte 33 (\"...oundup_power2_divisions:[256:1,[\") opens a list inside the list opened at byte 26"},
+		{"roundup_power2_divisions:[256:1]x,max_split_size_mb:128", "'x' at byte 33"},
+		{"roundup_power2_divisions:[256:2", "'[' at byte 26"},
+		{"a" + strings.Repeat("b", 60) + ":x]", `at byte 64 ("...` + strings.Repeat("b", 29) + `:x]")`},
+	} {
+		c, err := ParseConfig(tc.in)
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "roundup_power2_divisions:[256:1,512:2,>:8]") {
+			t.Errorf("ParseConfig(%q) = %+v, %v; want ErrConfig saying %s and what is valid", tc.in, c, err, tc.want)
+		}
+	}
+	// A list where PyTorch has one, with spaces around it, and a list
+	// value of an ignored key, still parse, and the keys after them count.
+	c, err := ParseConfig(" roundup_power2_divisions : [256:1, 512:2 ,>:8] ,max_split_size_mb:128,pinned_reserve_segment_size_mb:[1,2],history_entries:5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := ParseConfig("roundup_power2_divisions:[256:1,512:2,>:8]")
+	if c.RoundupPower2Divisions != want.RoundupPower2Divisions || c.MaxSplitSize != 128<<20 || c.HistoryEntries != 5 ||
+		c.Ignored != "pinned_reserve_segment_size_mb:[1,2]" {
+		t.Errorf("lists with later keys: %+v", c)
+	}
+	if keys := c.IgnoredKeys(); len(keys) != 1 || keys[0].Value != "[1,2]" {
+		t.Errorf("IgnoredKeys = %+v, want the one list value", keys)
+	}
+	dev, _ := openDev(t, "")
+	if _, err := New(dev, Config{Ignored: "pinned_free_catch_all:[,release_lock_on_cudamalloc:True"}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "never closed") {
+		t.Errorf("New with an unclosed '[' in Ignored = %v, want ErrConfig", err)
 	}
 }
 
@@ -113,9 +162,14 @@ func FuzzParseConfig(f *testing.F) {
 		"garbage_collection_threshold:0.8", "backend:passthrough", "cross_stream_reuse:1,history_entries:10",
 		"max_non_split_rounding_mb:30", "[,]:", "a:b:c",
 		"backend:cudaMallocAsync,release_lock_on_cudamalloc:True,per_process_memory_fraction:0.5",
-		"pinned_use_cuda_host_register:True,pinned_num_register_threads:8,release_before_grow:false"} {
+		"pinned_use_cuda_host_register:True,pinned_num_register_threads:8,release_before_grow:false",
+		// Stray brackets (issue 36): each took the keys after it.
+		"snapshot_on_oom:snaps/a]b,max_split_size_mb:128", "pinned_free_catch_all:[,max_split_size_mb:128",
+		"roundup_power2_divisions:[256:1]x,max_split_size_mb:128", "roundup_power2_divisions:[1:2,[2:4]],history_entries:3",
+		"pinned_reserve_segment_size_mb:[1,2],per_process_memory_fraction:0.5", "max_split_size_mb:128]", "]]],[[,per_process_memory_fraction:0.5"} {
 		f.Add(s)
 	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil))) // ignored keys' warnings; the fuzz process ends after
 	f.Fuzz(func(t *testing.T, s string) {
 		c, err := ParseConfig(s)
 		if err != nil {
@@ -124,6 +178,7 @@ func FuzzParseConfig(f *testing.F) {
 			}
 			return
 		}
+		keysAppearAndNoneDropped(t, s, c)
 		if err := c.validate(); err != nil {
 			t.Fatalf("ParseConfig(%q) accepted a config New rejects: %v", s, err)
 		}
@@ -132,6 +187,46 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("round trip %q -> %q -> %+v, %v", s, c.String(), back, err)
 		}
 	})
+}
+
+// keysAppearAndNoneDropped checks a successful parse of s: every key c
+// holds appears in s, and every key written in s outside a list was taken
+// (giving it again is refused as given twice), so no entry was swallowed.
+// "Outside a list" is judged from the text alone: the last bracket before
+// the key is not a '[' with a ']' after the key.
+func keysAppearAndNoneDropped(t *testing.T, s string, c Config) {
+	t.Helper()
+	parts, err := splitEntries(c.String())
+	if err != nil {
+		t.Fatalf("String() of ParseConfig(%q) = %q does not split: %v", s, c.String(), err)
+	}
+	for _, p := range parts {
+		if k, _, _ := strings.Cut(p, ":"); k != "" && !strings.Contains(s, k) {
+			t.Fatalf("ParseConfig(%q) holds key %q, which the input does not name", s, k)
+		}
+	}
+	known := append(slices.Clone(configKeys), slices.Collect(maps.Keys(pytorchOnly))...)
+	for _, k := range known {
+		for i := 0; ; {
+			j := strings.Index(s[i:], k)
+			if j < 0 {
+				break
+			}
+			at := i + j
+			i = at + len(k)
+			before := strings.TrimRight(s[:at], " \t\n\r\v\f")
+			after := strings.TrimLeft(s[i:], " \t\n\r\v\f")
+			if before != "" && !strings.HasSuffix(before, ",") || !strings.HasPrefix(after, ":") {
+				continue // part of another word, or a value
+			}
+			if b := strings.LastIndexAny(s[:at], "[]"); b >= 0 && s[b] == '[' && strings.Contains(s[i:], "]") {
+				continue // inside a list value
+			}
+			if _, err := ParseConfig(s + "," + k + ":1"); err == nil || !strings.Contains(err.Error(), "given twice") {
+				t.Fatalf("ParseConfig(%q) dropped the key %q at byte %d: giving it again gives %v", s, k, at+1, err)
+			}
+		}
+	}
 }
 
 // TestPyTorchOnlyKeys checks that a PYTORCH_CUDA_ALLOC_CONF copied from a
