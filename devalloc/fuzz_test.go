@@ -76,6 +76,7 @@ func FuzzOps(f *testing.F) {
 				a.Poll()
 				consistent(t, a.Snapshot())
 				checkIndexes(t, a)
+				checkOversize(t, a)
 			}
 		}
 		sh.check(t)
@@ -105,5 +106,23 @@ func noFreeWholePages(t *testing.T, a *Allocator) {
 				t.Fatalf("after EmptyCache the free block [%#x,+%d) still holds the whole page at %#x", b.Address, b.Size, first)
 			}
 		}
+	}
+}
+
+// checkOversize checks oversize_allocations against the snapshot: the
+// allocated blocks of plain segments of at least max_split_size, none of an
+// expandable range.
+func checkOversize(t *testing.T, a *Allocator) {
+	t.Helper()
+	var n int64
+	for _, seg := range a.Snapshot().Segments {
+		for _, b := range seg.Blocks {
+			if a.maxSplit != 0 && !seg.IsExpandable && b.State == StateActiveAllocated && b.Size >= a.maxSplit {
+				n++
+			}
+		}
+	}
+	if got := a.Stats().OversizeAllocations.Current; got != n {
+		t.Fatalf("oversize_allocations.current = %d; the snapshot holds %d allocated oversize blocks of plain segments", got, n)
 	}
 }
