@@ -37,7 +37,19 @@ package bolt
 //     their parent branch gives them, branch pages not empty, tree depth at
 //     most maxBoltDepth, no page reachable twice or both reachable and free
 //     (bbolt panics freeing it again, or hands it out while in use);
-//   - inline buckets: a leaf page inside the value, with no nested buckets.
+//   - inline buckets: a leaf page inside the value, with no nested buckets;
+//   - keys no longer than bbolt's MaxKeySize (a key is read, so its size
+//     from the file must be bounded);
+//   - every page below the high-water mark reachable or free, as bbolt's
+//     Tx.Check requires: a meta counting more pages than the file ever
+//     held (a sparse file grown behind bbolt) is damage.
+//
+// Its memory and reads are bounded by what the file really holds, not by
+// the sizes its metas or page headers claim: the walk keeps the spans it
+// visited and the free ids it read (each read from the file and found
+// valid), and finds overlaps by sorting them at the end; the free list is
+// read a chunk at a time. A file that fails is judged whose it is from its
+// metas and at most ownerScanBytes of it (owner.go).
 //
 // It looks at page headers, element headers and keys, not at values
 // (except bucket headers and the schema record). It reads the file in
@@ -77,6 +89,11 @@ const (
 	checkChunk = maxBoltPageSize
 	// checkSlots is how many chunks the check keeps (4 MiB at most).
 	checkSlots = 64
+	// ownerScanBytes bounds what the owner check (owner.go) reads of a
+	// file that fails the structural check: half of it from the start of
+	// the file, half from the end, never the whole of a large or sparse
+	// file.
+	ownerScanBytes = 32 << 20
 )
 
 // boltVerdict is what checkBoltFile makes of a file.

@@ -9,9 +9,13 @@ package bolt
 // other), or an entry record stored under its key (32 bytes of key, then a
 // record that starts with the record magic and repeats the same key). The
 // second matters for truncation: bbolt rewrites the root page, where the
-// schema record lives, on every commit, often at the end of the file. Only
-// such a file is ever set aside; anything else is refused with
-// progcache.ErrNotCache and left alone.
+// schema record lives, on every commit, often at the end of the file. The
+// search reads at most ownerScanBytes: the first half of that from the
+// start of the file and the rest from its end (a cache's entry pages
+// fill the file, so its start holds them; its root page is often last),
+// so a large or sparse file is judged in bounded time. Only such a file is
+// ever set aside; anything else is refused with progcache.ErrNotCache and
+// left alone.
 
 import (
 	"bytes"
@@ -47,19 +51,25 @@ func damagedOrForeign(f io.ReaderAt, size, ps int64, why string) boltCheck {
 // the record magic and repeats that key.
 func hasOurRecords(f io.ReaderAt, size, ps int64) bool {
 	chunk := make([]byte, max(ps, 1<<20/ps*ps))
-	for off := int64(0); off < size; off += int64(len(chunk)) {
-		n, _ := f.ReadAt(chunk, off)
-		for p := 0; p+boltPageHeader <= n; p += int(ps) {
-			page := chunk[p:min(n, p+int(ps))]
-			if nativeEndian.Uint16(page[8:]) == boltLeafFlag && (bytes.Contains(page, boltSchemaRecord) || hasEntryRecord(page)) {
-				return true
+	// [0, head) and [tail, size), page-aligned, ownerScanBytes in all.
+	head := min(size, ownerScanBytes/2)
+	tail := max(head, (size-ownerScanBytes/2)/ps*ps)
+	scan := func(from, to int64) bool {
+		for off := from; off < to; off += int64(len(chunk)) {
+			n, _ := f.ReadAt(chunk[:min(int64(len(chunk)), to-off)], off)
+			for p := 0; p+boltPageHeader <= n; p += int(ps) {
+				page := chunk[p:min(n, p+int(ps))]
+				if nativeEndian.Uint16(page[8:]) == boltLeafFlag && (bytes.Contains(page, boltSchemaRecord) || hasEntryRecord(page)) {
+					return true
+				}
+			}
+			if n == 0 {
+				break
 			}
 		}
-		if n < len(chunk) {
-			break
-		}
+		return false
 	}
-	return false
+	return scan(0, head) || scan(tail, size)
 }
 
 // hasEntryRecord reports whether page holds key || record(key) for some

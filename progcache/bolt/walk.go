@@ -8,9 +8,11 @@ package bolt
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/accelkit/accelkit/progcache"
 )
@@ -22,8 +24,15 @@ type boltWalker struct {
 	hwm  uint64
 	held [checkSlots]int64  // chunk number + 1 held in each slot, 0 if none
 	buf  [checkSlots][]byte // the chunks
-	used bitset             // pages reachable from the meta: tree pages and the free list
-	free bitset             // pages the free list holds
+	// What the walk found, in memory that grows with the pages it read,
+	// never with the page count the meta claims (a sparse file can claim
+	// 2^50): the first page of every span visited (each visited once),
+	// the spans reachable from the meta (tree pages, the free list, the
+	// meta pages), and the ids the free list holds. Overlaps and the
+	// pages neither reachable nor free are found at the end (account).
+	visited map[uint64]struct{}
+	spans   []pageSpan
+	free    []uint64
 
 	rootKeys int    // keys in the root bucket
 	buckets  int    // which of meta, entries, atime the root bucket holds
@@ -31,6 +40,9 @@ type boltWalker struct {
 	entries  []*boltEntry
 	atimes   map[progcache.Key]int64
 }
+
+// pageSpan is a page and its overflow pages: ids [start, start+n).
+type pageSpan struct{ start, n uint64 }
 
 // boltItem is a page still to check: its id, its depth in its bucket's
 // tree, the bucket's nesting depth, the key range its parent gives it, and
@@ -90,9 +102,8 @@ func (w *boltWalker) check(m boltMeta, size int64) string {
 	if m.freelist < 2 || m.freelist >= w.hwm {
 		return fmt.Sprintf("free list page %d outside [2, %d)", m.freelist, w.hwm)
 	}
-	w.used, w.free = newBitset(w.hwm), newBitset(w.hwm)
-	w.used.set(0)
-	w.used.set(1)
+	w.visited = map[uint64]struct{}{}
+	w.spans = []pageSpan{{0, 2}} // the meta pages
 	if err := w.checkFreelist(m.freelist); err != "" {
 		return err
 	}
@@ -104,6 +115,42 @@ func (w *boltWalker) check(m boltMeta, size int64) string {
 		if stack, err = w.checkPage(it, stack); err != "" {
 			return err
 		}
+	}
+	return w.account()
+}
+
+// account checks that no page is reachable twice or both reachable and
+// free (bbolt panics freeing it again, or hands it out while in use), and
+// that every page below the high-water mark is one or the other, as bbolt's
+// Tx.Check requires ("unreachable unfreed"): a meta counting pages the file
+// never held (a sparse file grown behind bbolt) fails here.
+func (w *boltWalker) account() string {
+	slices.SortFunc(w.spans, func(a, b pageSpan) int { return cmp.Compare(a.start, b.start) })
+	slices.Sort(w.free)
+	total := uint64(len(w.free))
+	for i, sp := range w.spans {
+		if i > 0 && sp.start < w.spans[i-1].start+w.spans[i-1].n {
+			return fmt.Sprintf("page %d reached twice", sp.start)
+		}
+		total += sp.n
+	}
+	for i := 1; i < len(w.free); i++ {
+		if w.free[i] == w.free[i-1] {
+			return fmt.Sprintf("free list holds page %d twice", w.free[i])
+		}
+	}
+	// Both sorted: walk them together.
+	j := 0
+	for _, p := range w.free {
+		for j < len(w.spans) && w.spans[j].start+w.spans[j].n <= p {
+			j++
+		}
+		if j < len(w.spans) && w.spans[j].start <= p {
+			return fmt.Sprintf("page %d both in use and free", p)
+		}
+	}
+	if total != w.hwm {
+		return fmt.Sprintf("the meta page counts %d pages, %d of them reachable or free: the rest are neither (a file grown or overwritten behind bbolt)", w.hwm, total)
 	}
 	return ""
 }
@@ -134,15 +181,11 @@ func (w *boltWalker) claim(id uint64, overflow uint32) string {
 	if id < 2 || id >= w.hwm || uint64(overflow) >= w.hwm-id {
 		return fmt.Sprintf("page %d (+%d overflow) outside [2, %d)", id, overflow, w.hwm)
 	}
-	for p := id; p <= id+uint64(overflow); p++ {
-		if w.used.has(p) {
-			return fmt.Sprintf("page %d reached twice", p)
-		}
-		if w.free.has(p) {
-			return fmt.Sprintf("page %d both in use and free", p)
-		}
-		w.used.set(p)
+	if _, ok := w.visited[id]; ok {
+		return fmt.Sprintf("page %d reached twice", id)
 	}
+	w.visited[id] = struct{}{}
+	w.spans = append(w.spans, pageSpan{id, uint64(overflow) + 1})
 	return ""
 }
 
@@ -172,26 +215,25 @@ func (w *boltWalker) checkFreelist(id uint64) string {
 	if count == 0 {
 		return ""
 	}
-	ids := first
-	if need := int64(boltPageHeader + (idx+count)*8); need > int64(len(first)) {
-		ids = readAtMost(w.f, int64(id)*w.ps, int(need))
-		if int64(len(ids)) < need {
+	// Read the ids a chunk at a time: w.free grows only with ids read
+	// from the file and found valid, whatever count claims.
+	off := int64(id)*w.ps + boltPageHeader + int64(idx)*8
+	buf := make([]byte, checkChunk)
+	for left := count; left > 0; {
+		n := min(left, uint64(len(buf)/8))
+		b := buf[:n*8]
+		if k, _ := w.f.ReadAt(b, off); k < len(b) {
 			return fmt.Sprintf("free list page %d truncated", id)
 		}
-	}
-	ids = ids[boltPageHeader+idx*8 : boltPageHeader+(idx+count)*8]
-	for i := 0; i < len(ids); i += 8 {
-		p := nativeEndian.Uint64(ids[i:])
-		if p < 2 || p >= w.hwm {
-			return fmt.Sprintf("free list holds page %d outside [2, %d)", p, w.hwm)
+		for i := 0; i < len(b); i += 8 {
+			p := nativeEndian.Uint64(b[i:])
+			if p < 2 || p >= w.hwm {
+				return fmt.Sprintf("free list holds page %d outside [2, %d)", p, w.hwm)
+			}
+			w.free = append(w.free, p)
 		}
-		if w.free.has(p) {
-			return fmt.Sprintf("free list holds page %d twice", p)
-		}
-		if w.used.has(p) {
-			return fmt.Sprintf("free list holds its own page %d", p)
-		}
-		w.free.set(p)
+		off += int64(n * 8)
+		left -= n
 	}
 	return ""
 }
@@ -255,9 +297,13 @@ func (w *boltWalker) checkPage(it boltItem, stack []boltItem) ([]boltItem, strin
 	return stack, fmt.Sprintf("page %d has type %#x, want branch or leaf", it.pgid, flags)
 }
 
+// maxBoltKey is bbolt's MaxKeySize: a longer key is damage, and is never
+// read (its size comes from the file).
+const maxBoltKey = 32768
+
 // elemKey reads element i's key (at pos from the element header) from s.
 func elemKey(s *span, i, pos, ksize uint64) []byte {
-	if ksize == 0 {
+	if ksize == 0 || ksize > maxBoltKey {
 		return nil
 	}
 	return s.bytes(boltPageHeader+i*boltElemSize+pos, ksize)
@@ -318,7 +364,7 @@ func (w *boltWalker) checkLeaf(it boltItem, s *span, count uint64, stack []boltI
 		flags := nativeEndian.Uint32(h[0:])
 		pos, ksize, vsize := uint64(nativeEndian.Uint32(h[4:])), uint64(nativeEndian.Uint32(h[8:])), uint64(nativeEndian.Uint32(h[12:]))
 		at := boltPageHeader + i*boltElemSize + pos
-		if ksize == 0 || at > uint64(s.size) || ksize+vsize > uint64(s.size)-at {
+		if ksize == 0 || ksize > maxBoltKey || at > uint64(s.size) || ksize+vsize > uint64(s.size)-at {
 			return stack, fmt.Sprintf("leaf page %d: element %d empty or outside the page", it.pgid, i)
 		}
 		k := elemKey(s, i, pos, ksize)
@@ -418,11 +464,3 @@ func (w *boltWalker) checkBucket(it boltItem, s *span, name []byte, off, vsize u
 	return stack, ""
 }
 
-// bitset is a set of page ids below a bound.
-type bitset []uint64
-
-func newBitset(n uint64) bitset { return make(bitset, (n+63)/64) }
-
-func (b bitset) has(i uint64) bool { return b[i/64]&(1<<(i%64)) != 0 }
-
-func (b bitset) set(i uint64) { b[i/64] |= 1 << (i % 64) }
