@@ -463,4 +463,3 @@ func (w *boltWalker) checkBucket(it boltItem, s *span, name []byte, off, vsize u
 	}
 	return stack, ""
 }
-
