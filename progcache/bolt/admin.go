@@ -47,7 +47,7 @@ func (c *Cache) flushCountersLocked(tx *bbolt.Tx) error {
 		return err
 	}
 	t.Add(counterSet(c.stats), counterSet(c.flushed))
-	if err := tx.Bucket(bucketMeta).Put(keyCounters, t.Append(nil)); err != nil {
+	if err := putValue(tx.Bucket(bucketMeta), keyCounters, t.Append(nil)); err != nil {
 		return err
 	}
 	c.flushed = c.stats

@@ -376,10 +376,10 @@ func (c *Cache) putLocked(k progcache.Key, rec []byte) (rebuilt bool, err error)
 		if err := deleteKeys(eb, at, victims); err != nil {
 			return err
 		}
-		if err := eb.Put(k[:], rec); err != nil {
+		if err := putValue(eb, k[:], rec); err != nil {
 			return err
 		}
-		return at.Put(k[:], binary.LittleEndian.AppendUint64(nil, uint64(now)))
+		return putValue(at, k[:], binary.LittleEndian.AppendUint64(nil, uint64(now)))
 	})
 	if err != nil {
 		return rebuilt, err
@@ -397,10 +397,10 @@ func (c *Cache) putLocked(k progcache.Key, rec []byte) (rebuilt bool, err error)
 // the caller's write transaction.
 func deleteKeys(entries, atimes *bbolt.Bucket, keys []progcache.Key) error {
 	for _, k := range keys {
-		if err := entries.Delete(k[:]); err != nil {
+		if err := deleteValue(entries, k[:]); err != nil {
 			return err
 		}
-		if err := atimes.Delete(k[:]); err != nil {
+		if err := deleteValue(atimes, k[:]); err != nil {
 			return err
 		}
 	}

@@ -56,7 +56,7 @@ func (c *Cache) flushLocked(tx *bbolt.Tx) error {
 		if !c.lru.Contains(k) {
 			continue
 		}
-		if err := at.Put(k[:], binary.LittleEndian.AppendUint64(nil, uint64(t))); err != nil {
+		if err := putValue(at, k[:], binary.LittleEndian.AppendUint64(nil, uint64(t))); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,14 @@ package bolt
 // returns that error. A file locked by another process is never treated as
 // damaged: Open fails with ErrLocked and leaves it untouched.
 //
+// A bucket where this package keeps a value (an entry or its access time
+// under an entry's key, the counters in the meta bucket) is damage too, but
+// of one key: bbolt refuses to Put or Delete a value over it
+// (ErrIncompatibleValue), which would fail every later Put and Prune. Every
+// value this package writes or deletes goes through putValue and
+// deleteValue, which delete such a bucket and go on; a read finds no value
+// there (a miss, or zero counters).
+//
 // What this cannot make safe: the check covers the file as it was opened,
 // under bbolt's advisory lock. A process that ignores the lock and rewrites
 // pages of an open file so that a branch page points back up its tree can
@@ -26,7 +34,31 @@ import (
 
 	"github.com/accelkit/accelkit/progcache"
 	bbolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
+
+// putValue puts k = v in b, deleting a bucket found under k first (see the
+// top of this file).
+func putValue(b *bbolt.Bucket, k, v []byte) error {
+	err := b.Put(k, v)
+	if errors.Is(err, berrors.ErrIncompatibleValue) {
+		if err := b.DeleteBucket(k); err != nil {
+			return err
+		}
+		return b.Put(k, v)
+	}
+	return err
+}
+
+// deleteValue deletes k from b, value or bucket (see the top of this
+// file).
+func deleteValue(b *bbolt.Bucket, k []byte) error {
+	err := b.Delete(k)
+	if errors.Is(err, berrors.ErrIncompatibleValue) {
+		return b.DeleteBucket(k)
+	}
+	return err
+}
 
 // errNoHandle: the file was closed (Close, or damage that broke the cache)
 // while an operation waited for it.
