@@ -129,6 +129,12 @@ type FileStreamOptions struct {
 	// verify fail with ErrReadOnly. GetOrCompile on it compiles without
 	// caching.
 	ReadOnly bool
+	// NoCreate opens only an existing cache: the directory must exist
+	// and hold entries/, or the open fails with ErrNotCache naming it and
+	// creates nothing there. For tools that maintain a cache and must not
+	// make one where a user pointed by mistake, like the progcache
+	// command.
+	NoCreate bool
 	// VerifyEveryRead computes every entry's checksum on every read. By
 	// default a file whose checksum passed is not checked again while its
 	// identity (device, inode, size, mtime, ctime) stays the same, which
@@ -243,7 +249,7 @@ func OpenFileStream(dir string, opts FileStreamOptions) (*FileStream, error) {
 		stats:    filepath.Join(dir, "stats"),
 		verified: verifiedFiles{window: racyWindow},
 	}
-	if !opts.ReadOnly {
+	if !opts.ReadOnly && !opts.NoCreate {
 		if err := os.MkdirAll(dir, dirPerm); err != nil {
 			return nil, fmt.Errorf("progcache: create cache directory: %w", err)
 		}
@@ -275,9 +281,9 @@ func (c *FileStream) openDirs() error {
 		return fmt.Errorf("progcache: cache directory %s has mode %v: writable by its group or others, who could plant programs for this process to load; run chmod go-w on it, or set FileStreamOptions.AllowSharedRoot (with a MAC key): %w", c.dir, st.mode.Perm(), fs.ErrPermission)
 	}
 	create := !c.opts.ReadOnly
-	if c.entriesD, err = root.subdir("entries", create); err != nil {
+	if c.entriesD, err = root.subdir("entries", create && !c.opts.NoCreate); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("progcache: %s has no entries/ directory: not a progcache cache (a read-only open creates nothing): %w", c.dir, ErrNotCache)
+			return fmt.Errorf("progcache: %s has no entries/ directory: not a progcache cache (a read-only or NoCreate open creates nothing): %w", c.dir, ErrNotCache)
 		}
 		return fmt.Errorf("progcache: open cache directory: %w", err)
 	}

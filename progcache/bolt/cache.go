@@ -87,6 +87,15 @@ type Options struct {
 	// progcache.ErrReadOnly; Get of a corrupt entry is a counted miss that
 	// leaves the entry in place; Close writes no access times or counters.
 	ReadOnly bool
+	// NoCreate opens only an existing cache of this package: a missing
+	// path, an empty file, or a bbolt database with no buckets, which a
+	// read-write open would make a cache, is refused with an error
+	// wrapping progcache.ErrNotCache that names the path, and left as it
+	// is. A damaged cache is still set aside, but not rebuilt: the open
+	// (or the operation that met the damage) fails. For tools that
+	// maintain a cache and must not make one where a user pointed by
+	// mistake, like the progcache command.
+	NoCreate bool
 	// Logger receives a warning when a damaged file is set aside; nil
 	// means slog.Default().
 	Logger *slog.Logger

@@ -123,7 +123,7 @@ type boltCheck struct {
 // comment at the top of this file.
 func checkBoltFile(f io.ReaderAt, size int64) boltCheck {
 	if size == 0 {
-		return boltCheck{verdict: boltFresh, reason: "empty file"}
+		return boltCheck{verdict: boltFresh, reason: "an empty file"}
 	}
 	head := readAtMost(f, 0, 4096)
 	m0 := parseBoltMeta(head)

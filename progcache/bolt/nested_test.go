@@ -2,8 +2,14 @@ package bolt
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/accelkit/accelkit/progcache"
 
 	bbolt "go.etcd.io/bbolt"
 )
@@ -87,5 +93,61 @@ func TestBoltNestedBucketWhereValueBelongs(t *testing.T) {
 	}
 	if c.SetAside() != "" {
 		t.Errorf("the file was set aside (%s); want it repaired in place", c.SetAside())
+	}
+}
+
+// TestBoltNoCreate: with Options.NoCreate a read-write open makes no cache
+// of a path that is not one (nothing there, an empty file, a link to one,
+// a bbolt database with no buckets or another application's), leaving it
+// byte for byte as it was; it opens an existing cache; a damaged cache is
+// set aside but not rebuilt.
+func TestBoltNoCreate(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.db")
+	os.WriteFile(empty, nil, 0o600)
+	link := filepath.Join(dir, "link.db")
+	symlinkOrSkip(t, empty, link)
+	fresh := filepath.Join(dir, "fresh.db")
+	db, err := bbolt.Open(fresh, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	foreign := filepath.Join(dir, "foreign.db")
+	foreignBolt(t, foreign)
+	for _, p := range []string{empty, link, fresh, foreign} {
+		before, target := statePath(t, p), statePath(t, empty)
+		_, err := Open(p, quietBolt(Options{NoCreate: true}))
+		if !errors.Is(err, progcache.ErrNotCache) || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: %v; want ErrNotCache naming the path", p, err)
+		}
+		before.check(t, p)
+		target.check(t, empty)
+	}
+	missing := filepath.Join(dir, "missing.db")
+	if _, err := Open(missing, quietBolt(Options{NoCreate: true})); !errors.Is(err, progcache.ErrNotCache) {
+		t.Errorf("missing path: %v; want ErrNotCache", err)
+	}
+	if _, err := os.Lstat(missing); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a NoCreate open created %s", missing)
+	}
+
+	ours := filepath.Join(dir, "ours.db")
+	writeDamageFixture(t, ours, 10)
+	c, err := Open(ours, quietBolt(Options{NoCreate: true}))
+	if err != nil {
+		t.Fatalf("an existing cache: %v", err)
+	}
+	if n, _ := c.Len(context.Background()); n == 0 {
+		t.Error("the existing cache opened empty")
+	}
+	c.Close()
+	os.Truncate(ours, 3*4096)
+	_, err = Open(ours, quietBolt(Options{NoCreate: true}))
+	if !errors.Is(err, progcache.ErrCorrupt) || !strings.Contains(err.Error(), "set aside") {
+		t.Errorf("a damaged cache: %v; want ErrCorrupt saying it was set aside", err)
+	}
+	if _, err := os.Lstat(ours); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a NoCreate open rebuilt %s", ours)
 	}
 }

@@ -18,6 +18,10 @@ package bolt
 //     <path>.corrupt-<unix ns> and a new one made in its place. Read-only,
 //     nothing is created, initialised or moved: a damaged file is an error
 //     wrapping ErrCorrupt.
+//   - with Options.NoCreate, read-write: nothing is created or
+//     initialised either (a missing path, a 0-byte file, a bbolt database
+//     with no buckets: ErrNotCache naming the path); a damaged cache is
+//     set aside but not rebuilt.
 
 import (
 	"errors"
@@ -44,12 +48,15 @@ func notCache(path, what string) error {
 
 // openBoltPath opens what path holds as a cache file (see the top of this
 // file); created reports a new file.
-func openBoltPath(path string, readOnly bool) (f *os.File, viaLink, created bool, err error) {
+func openBoltPath(path string, readOnly, noCreate bool) (f *os.File, viaLink, created bool, err error) {
 	li, err := os.Lstat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if readOnly {
 			return nil, false, false, fmt.Errorf("progcache: open bolt file read-only: %w", err)
+		}
+		if noCreate {
+			return nil, false, false, fmt.Errorf("progcache: %s does not exist, and this open creates no cache (bolt.Options.NoCreate): %w", path, errors.Join(err, progcache.ErrNotCache))
 		}
 		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, filePerm)
 		if err != nil {
@@ -132,6 +139,9 @@ func (c *Cache) openFileLocked(gen uint64) (*boltHandle, []*boltEntry, error) {
 		c.opts.Logger.Warn("progcache: bolt file set aside and rebuilt", "path", c.path, "moved_to", aside, "reason", err.Error())
 		c.setAside = aside
 		c.stats.Corrupt++
+		if c.opts.NoCreate {
+			return nil, nil, fmt.Errorf("progcache: bolt file %s was damaged (%v) and set aside as %s; not rebuilt (bolt.Options.NoCreate): %w", c.path, err, aside, progcache.ErrCorrupt)
+		}
 		if attempt > 0 {
 			return nil, nil, fmt.Errorf("progcache: bolt file %s unusable after rebuild: %w", c.path, err)
 		}
@@ -143,7 +153,7 @@ func (c *Cache) openFileLocked(gen uint64) (*boltHandle, []*boltEntry, error) {
 // then where it went and err why.
 func (c *Cache) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string, err error) {
 	ro := c.opts.ReadOnly
-	f, viaLink, created, err := openBoltPath(c.path, ro)
+	f, viaLink, created, err := openBoltPath(c.path, ro, c.opts.NoCreate)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -186,9 +196,13 @@ func (c *Cache) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside strin
 		f.Close()
 		return nil, nil, "", notCache(c.path, chk.reason)
 	case boltFresh:
-		if ro {
+		switch {
+		case ro:
 			f.Close()
 			return nil, nil, "", notCache(c.path, "is "+chk.reason+", not yet a cache")
+		case c.opts.NoCreate:
+			f.Close()
+			return nil, nil, "", notCache(c.path, "is "+chk.reason+", not yet a cache, and this open makes none (bolt.Options.NoCreate)")
 		}
 	case boltDamaged:
 		return damaged(chk.reason, f.Close)

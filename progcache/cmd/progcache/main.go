@@ -10,7 +10,10 @@
 //
 // PATH is a directory (FileStream) or a file (bolt). SIZE takes a byte
 // count with an optional unit: 500MB, 2GiB, 64KiB. stats, ls and verify
-// without --fix open the cache read-only and change nothing on disk.
+// without --fix open the cache read-only and change nothing on disk; prune,
+// clear and verify --fix work on an existing cache only, and never make a
+// cache of a path that is not one (an empty file or directory, another
+// application's bbolt file).
 package main
 
 import (
@@ -48,7 +51,8 @@ commands:
   help     print this text
 
 PATH is a cache directory (filestream) or a bolt file. stats, ls and verify
-without --fix open the cache read-only and change nothing. An entry sealed
+without --fix open the cache read-only and change nothing; prune, clear and
+verify --fix need an existing cache and never create one. An entry sealed
 with another MAC key (or none) is unreadable, not corrupt: it is reported
 and never removed; give the cache's key with --mac-key-file to check it.
 Flags may come before or after the command and PATH.
@@ -174,9 +178,9 @@ func open(path string, rec progcache.RecordOptions, readOnly bool) (progcache.Ad
 				return nil, fmt.Errorf("progcache: %s holds files but no entries/ directory, so it is not a progcache cache directory; give the cache's own directory or a bolt file", path)
 			}
 		}
-		return progcache.OpenFileStream(path, progcache.FileStreamOptions{Record: rec, ReadOnly: readOnly})
+		return progcache.OpenFileStream(path, progcache.FileStreamOptions{Record: rec, ReadOnly: readOnly, NoCreate: true})
 	}
-	return bolt.Open(path, bolt.Options{Record: rec, ReadOnly: readOnly})
+	return bolt.Open(path, bolt.Options{Record: rec, ReadOnly: readOnly, NoCreate: true})
 }
 
 type printer struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/bolt"
 	"github.com/accelkit/accelkit/progcache/cachetest"
+	bbolt "go.etcd.io/bbolt"
 )
 
 func TestParseSize(t *testing.T) {
@@ -345,5 +346,85 @@ func TestCLIJSONWriteFailure(t *testing.T) {
 		if code != 1 || !strings.Contains(errb.String(), "write JSON output") || !strings.Contains(errb.String(), "broken pipe") {
 			t.Errorf("%s with stdout failing = exit %d, stderr %q; want 1 and the write error", strings.Join(args, " "), code, errb.String())
 		}
+	}
+}
+
+// Before: prune, clear and verify --fix on a path that was not a cache
+// made it one: a bolt cache written into an empty file (also through a
+// link to one), progcache buckets added to another application's bbolt
+// file, the cache layout created in an empty directory. A write command
+// works on an existing cache only, and leaves anything else as it was.
+func TestCLIWriteCommandsCreateNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		make func(t *testing.T, dir string) string // returns the PATH
+	}{
+		{"empty file", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "c.db")
+			os.WriteFile(p, nil, 0o600)
+			return p
+		}},
+		{"link to empty file", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "c.db")
+			os.WriteFile(p, nil, 0o600)
+			l := filepath.Join(dir, "link.db")
+			if err := os.Symlink(p, l); err != nil {
+				t.Skip("no symbolic links here:", err)
+			}
+			return l
+		}},
+		{"fresh bbolt file", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "app.db")
+			db, err := bbolt.Open(p, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			return p
+		}},
+		{"bbolt file with other buckets", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "app.db")
+			db, err := bbolt.Open(p, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Update(func(tx *bbolt.Tx) error {
+				b, err := tx.CreateBucket([]byte("users"))
+				if err != nil {
+					return err
+				}
+				return b.Put([]byte("alice"), []byte("admin"))
+			})
+			db.Close()
+			return p
+		}},
+		{"empty directory", func(t *testing.T, dir string) string {
+			p := filepath.Join(dir, "cache")
+			os.Mkdir(p, 0o700)
+			return p
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := tc.make(t, dir)
+			for _, args := range [][]string{{"prune", "--max-size", "1MB"}, {"clear"}, {"verify", "--fix"}} {
+				before := treeState(t, dir)
+				out, code := runCLI(t, append(args, path)...)
+				if code != 1 || !strings.Contains(out, path) || !strings.Contains(out, "not a progcache cache") {
+					t.Errorf("%v: exit %d, %q; want 1 and an error naming %s as not a cache", args, code, out, path)
+				}
+				after := treeState(t, dir)
+				for p, s := range before {
+					if after[p] != s {
+						t.Errorf("%v: %s changed or vanished", args, p)
+					}
+				}
+				for p := range after {
+					if _, ok := before[p]; !ok {
+						t.Errorf("%v: %s was created", args, p)
+					}
+				}
+			}
+		})
 	}
 }
