@@ -153,24 +153,39 @@ func (c *Cache) openFileLocked(gen uint64) (*boltHandle, []*boltEntry, error) {
 // then where it went and err why.
 func (c *Cache) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string, err error) {
 	ro := c.opts.ReadOnly
-	f, viaLink, created, err := openBoltPath(c.path, ro, c.opts.NoCreate)
-	if err != nil {
-		return nil, nil, "", err
-	}
 	locked := func() error {
 		return fmt.Errorf("progcache: bolt file %s is held by another process (waited %v): bbolt allows one read-write process at a time and is unsafe on network filesystems; use a FileStream directory to share a cache: %w", c.path, c.opts.Timeout, ErrLocked)
 	}
-	if err := lockBoltFile(f, !ro, c.opts.Timeout); err != nil {
-		f.Close()
-		if errors.Is(err, errLockTimeout) {
-			return nil, nil, "", locked()
+	var (
+		f                *os.File
+		fi               os.FileInfo
+		viaLink, created bool
+	)
+	deadline := time.Now().Add(c.opts.Timeout)
+	for {
+		f, viaLink, created, err = openBoltPath(c.path, ro, c.opts.NoCreate)
+		if err != nil {
+			return nil, nil, "", err
 		}
-		return nil, nil, "", fmt.Errorf("progcache: lock bolt file %s: %w", c.path, err)
-	}
-	fi, err := f.Stat()
-	if err != nil {
+		if err := lockBoltFile(f, !ro, time.Until(deadline)); err != nil {
+			f.Close()
+			if errors.Is(err, errLockTimeout) {
+				return nil, nil, "", locked()
+			}
+			return nil, nil, "", fmt.Errorf("progcache: lock bolt file %s: %w", c.path, err)
+		}
+		if fi, err = f.Stat(); err != nil {
+			f.Close()
+			return nil, nil, "", fmt.Errorf("progcache: open bolt file: %w", err)
+		}
+		// While this open waited for the lock, the holder may have
+		// renamed a new file over the path (a compaction, or a damaged
+		// file set aside and rebuilt): the lock is then on a file no
+		// longer in use, and the path is opened again.
+		if pi, err := os.Stat(c.path); err == nil && os.SameFile(pi, fi) {
+			break
+		}
 		f.Close()
-		return nil, nil, "", fmt.Errorf("progcache: open bolt file: %w", err)
 	}
 	h = &boltHandle{file: f, info: fi, viaLink: viaLink, gen: gen}
 	// damaged handles a damaged file of ours: set aside, or refused where
@@ -209,6 +224,9 @@ func (c *Cache) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside strin
 	}
 	handToBolt(f)
 	h.db, err = openBoltDB(c.path, f, bbolt.Options{Timeout: c.opts.Timeout, NoSync: c.opts.NoSync, ReadOnly: ro})
+	if err == nil {
+		h.db.AllocSize = growStep(c.opts.MaxBytes)
+	}
 	var dmg *boltDamage
 	if errors.As(err, &dmg) {
 		h.wedged.Store(true) // bbolt's Open stopped half way: only the descriptor can be closed

@@ -88,7 +88,8 @@ func (c *Cache) viewShared(key []byte, into func(v []byte)) (gen uint64, found b
 	return c.h.gen, found, err
 }
 
-// updateLocked runs fn in a write transaction; mu is held. Its results are
+// updateLocked runs fn in a write transaction, then compacts the file if
+// its free pages call for it (compact.go); mu is held. Its results are
 // those of settleLocked.
 func (c *Cache) updateLocked(fn func(*bbolt.Tx) error) (rebuilt bool, err error) {
 	c.dbMu.RLock()
@@ -100,6 +101,7 @@ func (c *Cache) updateLocked(fn func(*bbolt.Tx) error) (rebuilt bool, err error)
 	}
 	c.dbMu.RUnlock()
 	if err == nil {
+		c.maybeCompactLocked()
 		return false, nil
 	}
 	return c.settleLocked(c.gen, err)
