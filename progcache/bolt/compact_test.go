@@ -49,7 +49,7 @@ func fileBoundWorkload(t testing.TB, p string, maxBytes, total int64, size func(
 // compact.go states, 2 x the pages in use + growStep, which under a 4 MiB
 // cap is under 2 x MaxBytes + growStep + 1 MiB of bbolt's overhead. Before
 // compaction bbolt kept every freed page: 16 MiB after 100 MiB of puts of
-// 1 KiB-1 MiB entries (scaled down here to 48 MiB).
+// 1 KiB-1 MiB entries (scaled down here to 24 MiB).
 func TestBoltFileBounded(t *testing.T) {
 	const maxBytes = 4 << 20
 	bound := int64(2*maxBytes + growStep(maxBytes) + 1<<20)
@@ -57,13 +57,13 @@ func TestBoltFileBounded(t *testing.T) {
 		name string
 		size func(r *rand.Rand) int
 	}{
+		// The review's workload; 64 KiB and 1-16 KiB entries stayed at 8
+		// MiB before (see BenchmarkBoltCompact for those files).
 		{"1KiB-1MiB", func(r *rand.Rand) int { return 1<<10 + r.IntN(1<<20-1<<10) }},
-		{"64KiB", func(*rand.Rand) int { return 64 << 10 }},
-		{"1KiB-16KiB", func(r *rand.Rand) int { return 1<<10 + r.IntN(15<<10) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "cache.db")
-			most := fileBoundWorkload(t, p, maxBytes, 48<<20, tc.size)
+			most := fileBoundWorkload(t, p, maxBytes, 24<<20, tc.size)
 			t.Logf("largest file after a put: %.1f MiB (bound %.1f MiB)", float64(most)/(1<<20), float64(bound)/(1<<20))
 			if most > bound {
 				t.Errorf("file reached %d bytes at a %d-byte cap; bound %d", most, maxBytes, bound)
