@@ -341,6 +341,7 @@ func (a *Allocator) mapHoleLocked(fs *freeSet, h *block, n uint64) (*block, erro
 	}
 	h.state = stateFree
 	h.freedAt = a.rel.nextFreed()
+	mapped := h.ptr // the trace entry says where the pages went, not where the merged block starts
 	for _, x := range [2]*block{h.prev, h.next} {
 		if x != nil && x.state == stateFree {
 			fs.free.remove(x)
@@ -355,7 +356,7 @@ func (a *Allocator) mapHoleLocked(fs *freeSet, h *block, n uint64) (*block, erro
 	d.deviceAllocs = int64(n / a.gran)
 	a.applyLocked(&d)
 	if a.hist != nil {
-		a.hist.add(actSegmentMap, h.ptr, n, fs.stream.ID())
+		a.hist.add(actSegmentMap, mapped, n, fs.stream.ID())
 	}
 	return h, nil
 }

@@ -200,8 +200,11 @@ func (a *Allocator) Snapshot() *Snapshot {
 					si.ActiveSize += b.size
 					si.RequestedSize += b.requested
 				case statePendingFree:
+					// Active until its streams' work is over: PyTorch's
+					// requested_size counts it too.
 					bi.State = StateActivePendingFree
 					si.ActiveSize += b.size
+					si.RequestedSize += b.requested
 				}
 				if len(b.pcs) > 0 {
 					stacks = append(stacks, blockStack{len(snap.Segments), len(si.Blocks), b.pcs})
