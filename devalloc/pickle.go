@@ -21,12 +21,15 @@ package devalloc
 import (
 	"bufio"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/accelkit/accelkit/driver"
 )
 
 // Pickle opcodes (Python's Lib/pickletools.py names them).
@@ -55,23 +58,56 @@ const (
 	pickleBatch = 1000
 )
 
-// pickler writes one pickle. A write error sticks in the bufio.Writer and
-// is returned by its Flush.
-type pickler struct{ w *bufio.Writer }
+// maxPickleString is the longest string BINUNICODE holds: its length is
+// 32 bits. Python's pickler switches to BINUNICODE8 beyond it, but the
+// viewer's JavaScript unpickler (MemoryViz.js) does not read that opcode,
+// so a longer string is refused.
+const maxPickleString = math.MaxUint32
 
-func (p pickler) op(c byte) { _ = p.w.WriteByte(c) }
+// pickler writes one pickle. A write error sticks in the bufio.Writer and
+// is returned by its Flush; a value that cannot be pickled sets err, after
+// which nothing more is written.
+type pickler struct {
+	w      *bufio.Writer
+	maxStr uint64 // maxPickleString; smaller in tests
+	err    error
+}
+
+func (p *pickler) op(c byte) {
+	if p.err == nil {
+		_ = p.w.WriteByte(c)
+	}
+}
+
+func (p *pickler) write(b []byte) {
+	if p.err == nil {
+		_, _ = p.w.Write(b)
+	}
+}
 
 // str writes s as BINUNICODE. Invalid UTF-8 is written as U+FFFD, one per
 // invalid byte, as encoding/json does, so the pickle and the JSON of one
-// snapshot hold the same strings (Python refuses invalid UTF-8).
-func (p pickler) str(s string) {
-	if !utf8.ValidString(s) {
+// snapshot hold the same strings (Python refuses invalid UTF-8). A string
+// longer than p.maxStr stops the pickle with an error: its length would
+// wrap and its tail be read as opcodes.
+func (p *pickler) str(s string) {
+	if p.err != nil {
+		return
+	}
+	// Checked before and after the replacement, which only lengthens s:
+	// an over-long string is not scanned.
+	if uint64(len(s)) <= p.maxStr && !utf8.ValidString(s) {
 		s = validUTF8(s)
+	}
+	if uint64(len(s)) > p.maxStr {
+		p.err = fmt.Errorf("devalloc: write pickle: a string of %d bytes (starting %q) is longer than a pickle string for PyTorch's viewer holds (%d bytes: BINUNICODE's 32-bit length; the viewer does not read BINUNICODE8): %w",
+			len(s), s[:min(len(s), 32)], p.maxStr, driver.ErrInvalidValue)
+		return
 	}
 	p.op(opBinUnicode)
 	var n [4]byte
 	binary.LittleEndian.PutUint32(n[:], uint32(len(s)))
-	_, _ = p.w.Write(n[:])
+	p.write(n[:])
 	_, _ = p.w.WriteString(s)
 }
 
@@ -91,7 +127,7 @@ func validUTF8(s string) string {
 }
 
 // int writes v with the smallest opcode Python's pickler would use.
-func (p pickler) int(v int64) {
+func (p *pickler) int(v int64) {
 	switch {
 	case v >= 0 && v <= 0xff:
 		p.op(opBinInt1)
@@ -100,12 +136,12 @@ func (p pickler) int(v int64) {
 		p.op(opBinInt2)
 		var b [2]byte
 		binary.LittleEndian.PutUint16(b[:], uint16(v))
-		_, _ = p.w.Write(b[:])
+		p.write(b[:])
 	case v >= math.MinInt32 && v <= math.MaxInt32:
 		p.op(opBinInt)
 		var b [4]byte
 		binary.LittleEndian.PutUint32(b[:], uint32(int32(v)))
-		_, _ = p.w.Write(b[:])
+		p.write(b[:])
 	default:
 		var b [8]byte
 		binary.LittleEndian.PutUint64(b[:], uint64(v))
@@ -114,7 +150,7 @@ func (p pickler) int(v int64) {
 }
 
 // uint writes v, which may exceed an int64 (addresses).
-func (p pickler) uint(v uint64) {
+func (p *pickler) uint(v uint64) {
 	if v <= math.MaxInt64 {
 		p.int(int64(v))
 		return
@@ -126,7 +162,7 @@ func (p pickler) uint(v uint64) {
 
 // long1 writes LONG1 with the shortest two's-complement little-endian
 // form of the value in b, as Python's encode_long does.
-func (p pickler) long1(b []byte, negative bool) {
+func (p *pickler) long1(b []byte, negative bool) {
 	fill := byte(0)
 	if negative {
 		fill = 0xff
@@ -138,17 +174,17 @@ func (p pickler) long1(b []byte, negative bool) {
 	}
 	p.op(opLong1)
 	p.op(byte(n))
-	_, _ = p.w.Write(b[:n])
+	p.write(b[:n])
 }
 
-func (p pickler) float(v float64) {
+func (p *pickler) float(v float64) {
 	p.op(opBinFloat)
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], math.Float64bits(v))
-	_, _ = p.w.Write(b[:])
+	p.write(b[:])
 }
 
-func (p pickler) bool(v bool) {
+func (p *pickler) bool(v bool) {
 	if v {
 		p.op(opNewTrue)
 	} else {
@@ -160,7 +196,7 @@ func (p pickler) bool(v bool) {
 // CPython's _pickle does: a single item with the single-item opcode, more
 // between MARK and the batch opcode, pickleBatch at a time (a last batch
 // of one too).
-func (p pickler) batched(n int, item func(i int), single, multi byte) {
+func (p *pickler) batched(n int, item func(i int), single, multi byte) {
 	if n == 1 {
 		item(0)
 		p.op(single)
@@ -177,13 +213,13 @@ func (p pickler) batched(n int, item func(i int), single, multi byte) {
 }
 
 // list writes a list of n items.
-func (p pickler) list(n int, item func(i int)) {
+func (p *pickler) list(n int, item func(i int)) {
 	p.op(opEmptyList)
 	p.batched(n, item, opAppend, opAppends)
 }
 
 // dict writes a dict with string keys; value(i) writes the i-th value.
-func (p pickler) dict(keys []string, value func(i int)) {
+func (p *pickler) dict(keys []string, value func(i int)) {
 	p.op(opEmptyDict)
 	p.batched(len(keys), func(i int) { p.str(keys[i]); value(i) }, opSetItem, opSetItems)
 }
@@ -197,10 +233,18 @@ func (p pickler) dict(keys []string, value func(i int)) {
 // recorded), every segment "segment_pool_id" (0, 0) (devalloc has no
 // private pools), and an "oom" trace entry "device_free" in place of
 // "addr". The extra top-level keys "stats" and "device_info" are ignored
-// by PyTorch's readers.
+// by PyTorch's readers. A string longer than BINUNICODE's 32-bit length
+// holds (4 GiB - 1 bytes) is refused with an error wrapping
+// driver.ErrInvalidValue, and the pickle written so far ends without its
+// STOP opcode, so no reader takes it for a whole one.
 func (s *Snapshot) WritePickle(w io.Writer) error {
+	return s.writePickle(w, maxPickleString)
+}
+
+// writePickle is WritePickle refusing strings longer than maxStr bytes.
+func (s *Snapshot) writePickle(w io.Writer, maxStr uint64) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
-	p := pickler{bw}
+	p := &pickler{w: bw, maxStr: maxStr}
 	p.op(opProto)
 	p.op(pickleProtocol)
 	p.fields(func() {
@@ -215,12 +259,16 @@ func (s *Snapshot) WritePickle(w io.Writer) error {
 		p.key("device_info").deviceInfo(&s.Device)
 	})
 	p.op(opStop)
-	return bw.Flush()
+	flushErr := bw.Flush()
+	if p.err != nil {
+		return p.err
+	}
+	return flushErr
 }
 
 // fields writes a dict of a few fixed keys (more than one, fewer than a
 // batch), whose items fn writes with key and a value.
-func (p pickler) fields(fn func()) {
+func (p *pickler) fields(fn func()) {
 	p.op(opEmptyDict)
 	p.op(opMark)
 	fn()
@@ -228,12 +276,12 @@ func (p pickler) fields(fn func()) {
 }
 
 // key writes a dict key and returns p for its value.
-func (p pickler) key(k string) pickler {
+func (p *pickler) key(k string) *pickler {
 	p.str(k)
 	return p
 }
 
-func (p pickler) segment(sg *SegmentInfo) {
+func (p *pickler) segment(sg *SegmentInfo) {
 	p.fields(func() {
 		p.key("device").int(int64(sg.Device))
 		p.key("address").uint(sg.Address)
@@ -252,7 +300,7 @@ func (p pickler) segment(sg *SegmentInfo) {
 	})
 }
 
-func (p pickler) block(b *BlockInfo) {
+func (p *pickler) block(b *BlockInfo) {
 	p.fields(func() {
 		p.key("address").uint(b.Address)
 		p.key("size").uint(b.Size)
@@ -262,7 +310,7 @@ func (p pickler) block(b *BlockInfo) {
 	})
 }
 
-func (p pickler) traceEntry(e *TraceEntry) {
+func (p *pickler) traceEntry(e *TraceEntry) {
 	p.fields(func() {
 		p.key("action").str(e.Action)
 		if e.Action == ActionOOM {
@@ -277,7 +325,7 @@ func (p pickler) traceEntry(e *TraceEntry) {
 	})
 }
 
-func (p pickler) frames(fs []Frame) {
+func (p *pickler) frames(fs []Frame) {
 	p.list(len(fs), func(j int) {
 		p.fields(func() {
 			p.key("filename").str(fs[j].Filename)
@@ -287,7 +335,7 @@ func (p pickler) frames(fs []Frame) {
 	})
 }
 
-func (p pickler) settings(st *AllocatorSettings) {
+func (p *pickler) settings(st *AllocatorSettings) {
 	p.fields(func() {
 		p.key("PYTORCH_CUDA_ALLOC_CONF").str(st.Conf)
 		p.key("max_split_size").int(st.MaxSplitSize)
@@ -304,7 +352,7 @@ func (p pickler) settings(st *AllocatorSettings) {
 	})
 }
 
-func (p pickler) deviceInfo(d *DeviceInfo) {
+func (p *pickler) deviceInfo(d *DeviceInfo) {
 	p.fields(func() {
 		p.key("device").int(int64(d.Device))
 		p.key("total_memory").uint(d.TotalMemory)

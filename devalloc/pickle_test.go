@@ -375,7 +375,7 @@ func TestPickleIntEncoding(t *testing.T) {
 		{math.MaxInt64, "\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f"}, {math.MinInt64, "\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x80"},
 	} {
 		var b bytes.Buffer
-		p := pickler{bufio.NewWriter(&b)}
+		p := &pickler{w: bufio.NewWriter(&b), maxStr: maxPickleString}
 		p.int(tc.v)
 		_ = p.w.Flush()
 		if b.String() != tc.want {
@@ -383,7 +383,7 @@ func TestPickleIntEncoding(t *testing.T) {
 		}
 	}
 	var b bytes.Buffer
-	p := pickler{bufio.NewWriter(&b)}
+	p := &pickler{w: bufio.NewWriter(&b), maxStr: maxPickleString}
 	p.uint(math.MaxUint64)
 	_ = p.w.Flush()
 	if want := "\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00"; b.String() != want {
@@ -643,5 +643,55 @@ func TestWritePickleWriteError(t *testing.T) {
 		if err := s.WritePickle(&failWriter{n: n}); err == nil || !strings.Contains(err.Error(), "disk full") {
 			t.Errorf("after %d bytes: WritePickle = %v, want the writer's error", n, err)
 		}
+	}
+}
+
+// TestPickleRefusesLongString: a string longer than BINUNICODE's 32-bit
+// length would have its length wrap and its tail read as opcodes (a
+// pickle that ran os.system when loaded). It is refused, before or after
+// invalid UTF-8 is replaced, and the partial pickle has no STOP. The
+// bound is lowered through writePickle so that no 4 GiB string is made.
+func TestPickleRefusesLongString(t *testing.T) {
+	if maxPickleString != 1<<32-1 {
+		t.Fatalf("maxPickleString = %d, want BINUNICODE's 2^32-1", uint64(maxPickleString))
+	}
+	// Longer than every key; its tail is what a wrapped length would run.
+	payload := strings.Repeat("x", 40) + "cos\nsystem\n(S'true'\ntR."
+	bad := strings.Repeat("\xff", 20) // 60 bytes as U+FFFD
+	for _, tc := range []struct {
+		name, s string
+		max     uint64
+		ok      bool
+	}{
+		{"fits", payload, uint64(len(payload)), true},
+		{"one byte over", payload, uint64(len(payload)) - 1, false},
+		{"over after U+FFFD replacement", bad, 59, false},
+		{"replacement fits", bad, 60, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Snapshot{Segments: []SegmentInfo{{Blocks: []BlockInfo{{State: StateActiveAllocated,
+				Frames: []Frame{{Filename: tc.s, Name: "f"}}}}}}, DeviceTraces: [][]TraceEntry{{}}}
+			var buf bytes.Buffer
+			err := s.writePickle(&buf, tc.max)
+			if tc.ok {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := unpickle(buf.Bytes()); err != nil {
+					t.Fatalf("our decoder: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, driver.ErrInvalidValue) || !strings.Contains(err.Error(), "BINUNICODE") ||
+				!strings.Contains(err.Error(), fmt.Sprintf("(%d bytes", tc.max)) {
+				t.Fatalf("err = %v; want ErrInvalidValue naming the %d-byte limit and BINUNICODE", err, tc.max)
+			}
+			if b := buf.Bytes(); bytes.Contains(b, []byte(tc.s)) || len(b) > 0 && b[len(b)-1] == opStop {
+				t.Errorf("the refused string or a STOP was written: %q", b)
+			}
+			if _, err := unpickle(buf.Bytes()); err == nil {
+				t.Errorf("the partial pickle decodes")
+			}
+		})
 	}
 }
