@@ -269,12 +269,40 @@ func (s *Snapshot) WriteJSON(w io.Writer) error {
 	return enc.Encode(s)
 }
 
+// DefaultSnapshotReadLimit is how many bytes ReadSnapshot reads at most:
+// 1 GiB, several times the JSON of a full default history (100,000
+// entries) with stacks. It also keeps every string of the snapshot under
+// the 4 GiB a pickle string holds, even where decoding turns each invalid
+// byte into a 3-byte U+FFFD.
+const DefaultSnapshotReadLimit = 1 << 30
+
 // ReadSnapshot decodes a snapshot written by WriteJSON (or a PyTorch
-// snapshot converted to JSON with the same field names).
+// snapshot converted to JSON with the same field names), reading at most
+// DefaultSnapshotReadLimit bytes; ReadSnapshotLimit takes another limit.
 func ReadSnapshot(r io.Reader) (*Snapshot, error) {
+	return ReadSnapshotLimit(r, DefaultSnapshotReadLimit)
+}
+
+// ReadSnapshotLimit is ReadSnapshot reading at most limit bytes (limit >
+// 0): a longer input is refused, without being read further, with an
+// error that names the limit and wraps driver.ErrInvalidValue. Decoding
+// takes several times the input's size in memory.
+func ReadSnapshotLimit(r io.Reader, limit int64) (*Snapshot, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("devalloc: decode snapshot: read limit %d: want a positive number of bytes: %w", limit, driver.ErrInvalidValue)
+	}
 	var s Snapshot
-	dec := json.NewDecoder(r)
-	if err := dec.Decode(&s); err != nil {
+	lr := &io.LimitedReader{R: r, N: limit}
+	if limit < math.MaxInt64 {
+		lr.N++ // one byte more shows the input is longer
+	}
+	dec := json.NewDecoder(lr)
+	err := dec.Decode(&s)
+	if lr.N == 0 {
+		return nil, fmt.Errorf("devalloc: decode snapshot: longer than the read limit of %d bytes (%s; ReadSnapshotLimit and memviz -max-bytes take a larger one): %w",
+			limit, formatBytes(uint64(limit)), driver.ErrInvalidValue)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("devalloc: decode snapshot: %w", err)
 	}
 	if s.Segments == nil {
