@@ -151,7 +151,8 @@ class Selection {
     this._exit = [];
   }
 
-  // each calls fn as d3 calls value functions: this = node, (d, i, nodes).
+  // _values sets each node's value, calling a function value as d3 does:
+  // this = node, (d, i, nodes).
   _values(value, set) {
     this._nodes.forEach((n, i) => {
       if (n === null) {
@@ -491,7 +492,7 @@ const d3 = strict(d3Target, 'd3');
 // the stand-in, keeping the statement's line count. Every d3 package
 // (d3, d3-axis, d3-scale, ...) resolves to the one d3 namespace, as the
 // d3 bundle re-exports them all.
-function bindImports(src, path) {
+function bindImports(src) {
   const problems = [];
   const out = src.replace(
     /^[ \t]*import\s+([^'";]*?)\s*from\s*(["'])([^"']+)\2[ \t]*;?/gm,
@@ -554,7 +555,7 @@ function load(path) {
   } catch (e) {
     usageExit(`cannot read MemoryViz.js: ${e.message}`);
   }
-  const [imported, p1] = bindImports(src, path);
+  const [imported, p1] = bindImports(src);
   const [code, p2] = dropExports(imported);
   const problems = [...p1, ...p2];
   if (problems.length > 0) {
