@@ -54,6 +54,7 @@ type Cache struct {
 	breaker *breaker
 	n       counters
 	group   progcache.Group
+	guarded error // what New could not put the reply guard on (guard.go)
 
 	mu     sync.Mutex
 	closed atomic.Bool // written under mu, read without it
@@ -84,8 +85,22 @@ func New(client redis.UniversalClient, opts Options) (*Cache, error) {
 	if opts.MaxBytes > 0 {
 		c.index = &index{c: c}
 	}
+	c.guarded = guardClient(client, max(opts.MaxEntryBytes, MinReplyLimit))
 	return c, nil
 }
+
+// Guarded reports whether every connection of the client reads replies
+// through the reply guard (guard.go), which refuses a reply that declares
+// more than max(Options.MaxEntryBytes, MinReplyLimit) bytes before
+// go-redis allocates it: nil when New could hook the client before it
+// opened a connection, else an error saying what reads unguarded (a client
+// of a type New cannot hook, or connections opened before New). Unguarded,
+// a hostile or broken server can make the process allocate what it
+// declares, and a planted value over the entry cap costs a lookup its
+// Timeout. For a ClusterClient it is nil: nodes it met before New (at its
+// first command) cannot be seen without asking the server, so make the
+// cache before the first command.
+func (c *Cache) Guarded() error { return c.guarded }
 
 // Namespace returns the cache's namespace (DefaultNamespace when Options
 // named none).
@@ -154,15 +169,16 @@ func (c *Cache) View(ctx context.Context, k progcache.Key, fn func(progcache.Vie
 	return true, fn(v)
 }
 
-// lookup fetches k's record. A missing key and a call that failed are
-// (nil, nil), counted as misses; the error is the caller's context error
-// or ErrClosed.
+// lookup fetches k's record. A missing key, a value that cannot be an
+// entry and a call that failed are (nil, nil), counted as misses; the
+// error is the caller's context error or ErrClosed.
 func (c *Cache) lookup(ctx context.Context, k progcache.Key) ([]byte, error) {
 	if err := c.enter(ctx); err != nil {
 		return nil, err
 	}
 	key := c.ks.entry(k)
 	var b []byte
+	var bad unusable
 	err := c.call(ctx, "get", func(ctx context.Context) error {
 		var err error
 		if c.index != nil {
@@ -170,9 +186,19 @@ func (c *Cache) lookup(ctx context.Context, k progcache.Key) ([]byte, error) {
 		} else {
 			b, err = replyBytes(c.client.Get(ctx, key))
 		}
+		bad = c.classify(b, err)
+		if bad != usable {
+			// An answer, if one that cannot be an entry: not a failure
+			// of the server, for the breaker or the counters.
+			return nil
+		}
 		return err
 	})
 	switch {
+	case err == nil && bad != usable:
+		c.n.misses.Add(1)
+		c.dropUnusable(ctx, k, bad)
+		return nil, nil
 	case err == nil:
 		return b, nil
 	case ctx.Err() != nil:
@@ -181,6 +207,65 @@ func (c *Cache) lookup(ctx context.Context, k progcache.Key) ([]byte, error) {
 	// Absent, or Redis could not say (counted by call): a miss either way.
 	c.n.misses.Add(1)
 	return nil, nil
+}
+
+// unusable says why a GET's answer cannot be an entry.
+type unusable int
+
+const (
+	usable    unusable = iota
+	oversized          // over MaxEntryBytes: refused by the reply guard, or read
+	wrongType          // not a string (WRONGTYPE)
+)
+
+// classify judges what a GET of an entry returned: a value over
+// MaxEntryBytes (refused by the reply guard before it was read, or read
+// on a connection the guard does not cover) or a value of another type
+// (WRONGTYPE) is unusable.
+func (c *Cache) classify(b []byte, err error) unusable {
+	switch {
+	case errors.Is(err, ErrReplyTooLarge), err == nil && int64(len(b)) > c.opts.MaxEntryBytes:
+		return oversized
+	case err != nil && redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return wrongType
+	}
+	return usable
+}
+
+// dropUnusableScript deletes KEYS[1] if it holds something no writer of
+// entries stores there: a value of another type than string, or a string
+// over ARGV[1] bytes. A legitimate Put that replaced it since it was read
+// is a string within the cap, and stays.
+var dropUnusableScript = redis.NewScript(`
+local t = redis.call('TYPE', KEYS[1])['ok']
+if t == 'none' then return 0 end
+if t ~= 'string' or redis.call('STRLEN', KEYS[1]) > tonumber(ARGV[1]) then
+	return redis.call('DEL', KEYS[1])
+end
+return 0`)
+
+// dropUnusable counts a value under k's name that cannot be an entry as
+// corrupt (and oversized), and deletes it if it still cannot be one. A
+// failure is counted by call and otherwise ignored.
+func (c *Cache) dropUnusable(ctx context.Context, k progcache.Key, why unusable) {
+	c.n.corrupt.Add(1)
+	if why == oversized {
+		c.n.oversized.Add(1)
+	}
+	key := c.ks.entry(k)
+	var n int64
+	err := c.call(ctx, "delete unusable entry", func(ctx context.Context) error {
+		var err error
+		n, err = dropUnusableScript.Run(ctx, c.client, []string{key}, c.opts.MaxEntryBytes).Int64()
+		return err
+	})
+	if err != nil || n == 0 {
+		return
+	}
+	c.n.corruptDeleted.Add(1)
+	if c.index != nil {
+		c.index.forget(ctx, member(k))
+	}
 }
 
 // accept judges the record b fetched for k, which decoded to stored with

@@ -10,6 +10,14 @@ package redistier
 // holder whose lease expired and was taken over can neither extend nor
 // release the new holder's lease.
 //
+// A lease that no holder of ours could have set is stale, and Acquire
+// takes it over in the same script that tries SET NX: one without an
+// expiry (PTTL -1), which would otherwise block every compile of its key
+// for the whole LeaseWait for ever, or one with more than MaxLeaseTTL
+// left (LeaseTTL is at most that). Only a writer that can write the
+// namespace without being a holder plants such a lease; taking it over
+// costs compile-once nothing, since no holder is behind it.
+//
 // A holder that dies stops extending: its lease expires at most LeaseTTL
 // after its last heartbeat, and the next Acquire takes it. A holder that
 // cannot reach Redis for LeaseTTL has lost its lease too: its heartbeat
@@ -28,6 +36,21 @@ import (
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/redis/go-redis/v9"
 )
+
+// acquireScript takes the lease KEYS[1] for the token ARGV[1] with expiry
+// ARGV[2] ms: it returns 1 if it was free, 2 if it was stale (no expiry,
+// or more than ARGV[3] ms left) and taken over, 0 if another holder has
+// it.
+var acquireScript = redis.NewScript(`
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+	return 1
+end
+local left = redis.call('PTTL', KEYS[1])
+if left == -1 or left > tonumber(ARGV[3]) then
+	redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+	return 2
+end
+return 0`)
 
 // extendScript sets KEYS[1]'s expiry to ARGV[2] ms if it holds the token
 // ARGV[1]; it returns 1 if it did, 0 if the lease is gone or another's.
@@ -87,7 +110,9 @@ func (c *Cache) Acquire(ctx context.Context, k progcache.Key) (progcache.Lease, 
 }
 
 // AcquireLease tries to take the lease on k: (lease, nil) when this call
-// took it, (nil, nil) when another holder has it, and an error wrapping
+// took it (free, or stale: without an expiry or with more than
+// MaxLeaseTTL left, which no holder sets), (nil, nil) when another holder
+// has it, and an error wrapping
 // ErrUnavailable when Redis could not be asked (the caller then decides,
 // usually to compile without the lease). A taken lease is extended every
 // LeaseTTL/3 until its Release, or until Close.
@@ -99,18 +124,21 @@ func (c *Cache) AcquireLease(ctx context.Context, k progcache.Key) (*Lease, erro
 	_, _ = rand.Read(tok[:]) // crypto/rand.Read never fails
 	l := &Lease{c: c, k: k, key: c.ks.lease(k), token: hex.EncodeToString(tok[:]), done: make(chan struct{}), lost: make(chan struct{})}
 	sent := time.Now()
-	var took bool
+	var took int64
 	err := c.call(ctx, "acquire lease", func(ctx context.Context) error {
 		var err error
-		took, err = c.client.SetNX(ctx, l.key, l.token, c.opts.LeaseTTL).Result()
+		took, err = acquireScript.Run(ctx, c.client, []string{l.key}, l.token, c.opts.LeaseTTL.Milliseconds(), MaxLeaseTTL.Milliseconds()).Int64()
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if !took {
+	if took == 0 {
 		c.n.leasesContended.Add(1)
 		return nil, nil
+	}
+	if took == 2 {
+		c.n.leasesStale.Add(1)
 	}
 	c.n.leasesAcquired.Add(1)
 	l.ctx, l.stop = context.WithCancel(context.Background())

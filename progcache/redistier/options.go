@@ -40,6 +40,12 @@ const (
 	// reach Redis; then another process takes over after at most this
 	// long.
 	DefaultLeaseTTL = 10 * time.Second
+	// MaxLeaseTTL bounds Options.LeaseTTL. A lease with more time left
+	// than this (or with no expiry) was not set by a holder of ours, and
+	// Acquire takes it over: a planted lease blocks its key for at most
+	// this long. Every process of a namespace must keep LeaseTTL within
+	// it, which New enforces.
+	MaxLeaseTTL = 10 * time.Minute
 
 	// DefaultPrefetchBatch is how many keys one Prefetch round trip asks
 	// for.
@@ -104,7 +110,7 @@ type Options struct {
 	// extends it every LeaseTTL/3 until Release. 0 means
 	// DefaultLeaseTTL, or 3*Timeout when that is longer; otherwise at
 	// least 3*Timeout, so that a heartbeat that times out still leaves
-	// another before the lease runs out.
+	// another before the lease runs out; at most MaxLeaseTTL.
 	LeaseTTL time.Duration
 
 	// PrefetchBatch is how many keys one Prefetch round trip asks for. 0
@@ -176,8 +182,11 @@ func (o Options) validate() error {
 		return fmt.Errorf("redistier: Options.Record: %w", err)
 	}
 	timeout := o.withDefaults().Timeout
-	if o.LeaseTTL < 0 || (o.LeaseTTL > 0 && o.LeaseTTL < 3*timeout) {
-		return bad("LeaseTTL", o.LeaseTTL, fmt.Sprintf("0 (DefaultLeaseTTL, %v) or at least 3*Timeout (%v): a heartbeat runs every LeaseTTL/3 and may take up to Timeout", DefaultLeaseTTL, 3*timeout))
+	if o.LeaseTTL < 0 || (o.LeaseTTL > 0 && o.LeaseTTL < 3*timeout) || o.LeaseTTL > MaxLeaseTTL {
+		return bad("LeaseTTL", o.LeaseTTL, fmt.Sprintf("0 (DefaultLeaseTTL, %v) or from 3*Timeout (%v: a heartbeat runs every LeaseTTL/3 and may take up to Timeout) to MaxLeaseTTL (%v)", DefaultLeaseTTL, 3*timeout, MaxLeaseTTL))
+	}
+	if 3*timeout > MaxLeaseTTL {
+		return bad("Timeout", o.Timeout, fmt.Sprintf("at most MaxLeaseTTL/3 (%v): a lease lasts at least 3*Timeout and at most MaxLeaseTTL", MaxLeaseTTL/3))
 	}
 	return nil
 }

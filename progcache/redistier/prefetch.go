@@ -25,10 +25,13 @@ var _ progcache.Prefetcher = (*Cache)(nil)
 // trip each, and calls fn, on the calling goroutine and in the order of
 // keys, with each object found (the caller's to keep and modify, as Get
 // returns it). A missing, corrupt or unreadable entry is skipped
-// (counted; a corrupt one is deleted as Get deletes it). It returns the number of objects delivered,
-// and stops at fn's first error, returned as is, or at the first batch
-// that Redis could not serve (an error wrapping ErrUnavailable). Prefetch
-// counts in Stats.Prefetched and PrefetchMisses, not in Hits and Misses.
+// (counted; a corrupt one is deleted as Get deletes it), and so is a value
+// that cannot be an entry (over MaxEntryBytes, or not a string): the other
+// keys of its batch are still delivered. It returns the number of objects
+// delivered, and stops at fn's first error, returned as is, or at the
+// first batch that Redis could not serve (an error wrapping
+// ErrUnavailable). Prefetch counts in Stats.Prefetched and
+// PrefetchMisses, not in Hits and Misses.
 func (c *Cache) Prefetch(ctx context.Context, keys []progcache.Key, fn func(progcache.Key, progcache.Object) error) (int, error) {
 	if err := c.enter(ctx); err != nil {
 		return 0, err
@@ -36,43 +39,62 @@ func (c *Cache) Prefetch(ctx context.Context, keys []progcache.Key, fn func(prog
 	delivered := 0
 	names := make([]string, 0, min(len(keys), c.opts.PrefetchBatch))
 	for batch := range slices.Chunk(keys, c.opts.PrefetchBatch) {
-		names = names[:0]
-		for _, k := range batch {
-			names = append(names, c.ks.entry(k))
-		}
-		var vals []*redis.StringCmd
-		err := c.call(ctx, "prefetch", func(ctx context.Context) error {
-			var err error
-			vals, err = c.getAll(ctx, names)
-			return err
-		})
-		if err != nil {
-			return delivered, fmt.Errorf("%w (after %d of %d keys)", err, delivered, len(keys))
-		}
-		for i, k := range batch {
-			b, err := replyBytes(vals[i])
+		// A reply the guard refuses ends its connection, and with it the
+		// replies after it in the pipeline: those keys go again, in a
+		// pipeline of their own.
+		for len(batch) > 0 {
+			names = names[:0]
+			for _, k := range batch {
+				names = append(names, c.ks.entry(k))
+			}
+			var vals []*redis.StringCmd
+			err := c.call(ctx, "prefetch", func(ctx context.Context) error {
+				var err error
+				vals, err = c.getAll(ctx, names)
+				return err
+			})
 			if err != nil {
-				c.n.prefetchMisses.Add(1)
-				continue
+				return delivered, fmt.Errorf("%w (after %d of %d keys)", err, delivered, len(keys))
 			}
-			stored, obj, err := progcache.DecodeRecord(b, c.opts.Record)
-			if !c.judge(ctx, k, b, stored, err) {
-				c.n.prefetchMisses.Add(1)
-				continue
+			next := len(batch)
+			for i, k := range batch {
+				b, err := replyBytes(vals[i])
+				if bad := c.classify(b, err); bad != usable {
+					c.n.prefetchMisses.Add(1)
+					c.dropUnusable(ctx, k, bad)
+					if errors.Is(err, ErrReplyTooLarge) {
+						next = i + 1
+						break
+					}
+					continue
+				}
+				if err != nil {
+					c.n.prefetchMisses.Add(1)
+					continue
+				}
+				stored, obj, err := progcache.DecodeRecord(b, c.opts.Record)
+				if !c.judge(ctx, k, b, stored, err) {
+					c.n.prefetchMisses.Add(1)
+					continue
+				}
+				c.n.prefetched.Add(1) // obj.Code aliases the reply: the caller's (replyBytes)
+				delivered++
+				if err := fn(k, obj); err != nil {
+					return delivered, err
+				}
 			}
-			c.n.prefetched.Add(1) // obj.Code aliases the reply: the caller's (replyBytes)
-			delivered++
-			if err := fn(k, obj); err != nil {
-				return delivered, err
-			}
+			batch = batch[next:]
 		}
 	}
 	return delivered, nil
 }
 
 // getAll GETs names in one pipeline. Each command keeps its own result:
-// redis.Nil for a missing key. The error is the first one that is not
-// redis.Nil, when any command failed.
+// redis.Nil for a missing key, a WRONGTYPE error for a value that is not a
+// string, ErrReplyTooLarge for one the reply guard refused. The error is
+// the first other one, when a command before the first refused reply
+// failed: the commands after a refused reply lost their connection, and
+// their errors say nothing about the server.
 func (c *Cache) getAll(ctx context.Context, names []string) ([]*redis.StringCmd, error) {
 	pipe := c.client.Pipeline()
 	cmds := make([]*redis.StringCmd, len(names))
@@ -81,7 +103,11 @@ func (c *Cache) getAll(ctx context.Context, names []string) ([]*redis.StringCmd,
 	}
 	_, _ = pipe.Exec(ctx) // it returns the first error, redis.Nil included: look at each
 	for _, cmd := range cmds {
-		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+		err := cmd.Err()
+		switch {
+		case errors.Is(err, ErrReplyTooLarge):
+			return cmds, nil
+		case err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "WRONGTYPE"):
 			return nil, err
 		}
 	}

@@ -39,6 +39,13 @@ type Stats struct {
 	// value deleted; one that another writer had replaced meanwhile is
 	// counted in Corrupt only, and stays.
 	CorruptDeleted int64 `json:"corrupt_deleted"`
+	// Oversized counts values over Options.MaxEntryBytes found under an
+	// entry's name (also in Corrupt): refused by the reply guard before
+	// they were read, or read on a connection it does not cover. Each is
+	// a miss, and is deleted if it is still over the cap (CorruptDeleted).
+	// A value of another type than string there (WRONGTYPE) is counted in
+	// Corrupt and deleted the same way.
+	Oversized int64 `json:"oversized"`
 	// PutErrors counts Puts that failed for want of Redis (those that
 	// returned ErrUnavailable).
 	PutErrors int64 `json:"put_errors"`
@@ -51,6 +58,10 @@ type Stats struct {
 	// LeasesContended those that found another holder.
 	LeasesAcquired  int64 `json:"leases_acquired"`
 	LeasesContended int64 `json:"leases_contended"`
+	// LeasesStale counts leases that Acquire took over (also in
+	// LeasesAcquired) because no holder of ours could have set them: one
+	// without an expiry, or with more than MaxLeaseTTL left.
+	LeasesStale int64 `json:"leases_stale"`
 	// LeasesReleased counts leases released by their holder while still
 	// held; LeasesLost those found taken over or expired (by a heartbeat,
 	// or at Release).
@@ -66,9 +77,10 @@ type counters struct {
 	hits, misses, puts, evictions, tooLarge, corrupt, unreadable atomic.Int64
 
 	errors, timeouts, rejected, abandoned atomic.Int64
-	corruptDeleted, putErrors             atomic.Int64
+	corruptDeleted, putErrors, oversized  atomic.Int64
 	prefetched, prefetchMisses            atomic.Int64
 	leasesAcquired, leasesContended       atomic.Int64
+	leasesStale                           atomic.Int64
 	leasesReleased, leasesLost            atomic.Int64
 	heartbeatFailures                     atomic.Int64
 }
@@ -89,11 +101,13 @@ func (c *counters) stats() Stats {
 		Rejected:          c.rejected.Load(),
 		Abandoned:         c.abandoned.Load(),
 		CorruptDeleted:    c.corruptDeleted.Load(),
+		Oversized:         c.oversized.Load(),
 		PutErrors:         c.putErrors.Load(),
 		Prefetched:        c.prefetched.Load(),
 		PrefetchMisses:    c.prefetchMisses.Load(),
 		LeasesAcquired:    c.leasesAcquired.Load(),
 		LeasesContended:   c.leasesContended.Load(),
+		LeasesStale:       c.leasesStale.Load(),
 		LeasesReleased:    c.leasesReleased.Load(),
 		LeasesLost:        c.leasesLost.Load(),
 		HeartbeatFailures: c.heartbeatFailures.Load(),
