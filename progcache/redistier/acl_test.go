@@ -16,8 +16,8 @@ import (
 // "acl": its keys only, and only the commands the cache sends (scripts'
 // commands included: Redis checks those too).
 var aclRules = []string{"on", ">fleet-secret", "resetkeys", "~progcache:acl:*", "resetchannels", "-@all",
-	"+get", "+set", "+del", "+unlink", "+scan", "+evalsha", "+eval",
-	"+pexpire", "+zadd", "+zscore", "+zpopmin", "+zrem", "+hget", "+hset", "+hdel", "+incr", "+incrby", "+decrby",
+	"+get", "+getrange", "+set", "+del", "+unlink", "+scan", "+evalsha", "+eval",
+	"+pexpire", "+pttl", "+type", "+strlen", "+zadd", "+zscore", "+zpopmin", "+zrem", "+hget", "+hset", "+hdel", "+incr", "+incrby", "+decrby",
 	"+ping", "+hello", "+auth"}
 
 // TestACLUser runs every operation as a user restricted to aclRules: the

@@ -85,13 +85,13 @@ func New(client redis.UniversalClient, opts Options) (*Cache, error) {
 	if opts.MaxBytes > 0 {
 		c.index = &index{c: c}
 	}
-	c.guarded = guardClient(client, max(opts.MaxEntryBytes, MinReplyLimit))
+	c.guarded = guardClient(client, max(opts.MaxEntryBytes+guardSlack, MinReplyLimit))
 	return c, nil
 }
 
 // Guarded reports whether every connection of the client reads replies
 // through the reply guard (guard.go), which refuses a reply that declares
-// more than max(Options.MaxEntryBytes, MinReplyLimit) bytes before
+// more than about max(Options.MaxEntryBytes, MinReplyLimit) bytes before
 // go-redis allocates it: nil when New could hook the client before it
 // opened a connection, else an error saying what reads unguarded (a client
 // of a type New cannot hook, or connections opened before New). Unguarded,
@@ -154,6 +154,28 @@ func replyBytes(cmd *redis.StringCmd) ([]byte, error) {
 	return cmd.Bytes()
 }
 
+// getEntry queues, on p, the read of an entry's value: GETRANGE of its
+// first MaxEntryBytes+1 bytes rather than GET, so that a value over the
+// cap (planted: a Put never stores one) costs the server, the wire and
+// the Timeout no more than an entry does, and is known by its length.
+// Redis copies a GET's whole value into its reply buffers before the
+// first byte goes out: 256 MiB took longer than the Timeout, on every
+// lookup.
+func (c *Cache) getEntry(ctx context.Context, p redis.Cmdable, key string) *redis.StringCmd {
+	return p.GetRange(ctx, key, 0, c.opts.MaxEntryBytes)
+}
+
+// entryBytes returns what getEntry read, as replyBytes does, with
+// redis.Nil for a missing key: GETRANGE answers "" for one, and no record
+// is empty.
+func entryBytes(cmd *redis.StringCmd) ([]byte, error) {
+	b, err := replyBytes(cmd)
+	if err == nil && len(b) == 0 {
+		return nil, redis.Nil
+	}
+	return b, err
+}
+
 // View looks k up as Get does and, on a hit, lends the stored object to
 // fn without copying it (progcache.Viewer). The View is valid only until
 // fn returns.
@@ -184,7 +206,7 @@ func (c *Cache) lookup(ctx context.Context, k progcache.Key) ([]byte, error) {
 		if c.index != nil {
 			b, err = c.index.getTouch(ctx, key, member(k))
 		} else {
-			b, err = replyBytes(c.client.Get(ctx, key))
+			b, err = entryBytes(c.getEntry(ctx, c.client, key))
 		}
 		bad = c.classify(b, err)
 		if bad != usable {

@@ -41,3 +41,38 @@ func TestDeleteCorruptComparesValue(t *testing.T) {
 		t.Errorf("deleteCorrupt of an absent key: %+v", s)
 	}
 }
+
+// TestDropUnusableKeepsRewrite: the delete of a value that cannot be an
+// entry is a compare-and-delete on the server: a value over the cap or of
+// another type goes, but one a legitimate Put wrote since it was read (a
+// string within the cap) stays.
+func TestDropUnusableKeepsRewrite(t *testing.T) {
+	ctx := context.Background()
+	raw := redistest.Start(t).Client(t)
+	c, err := New(raw, Options{TrustedNetworkNoMAC: true, MaxEntryBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	k := cachetest.KeyN(1)
+	key := c.ks.entry(k)
+	for _, tc := range []struct {
+		name  string
+		plant func() error
+		gone  bool
+	}{
+		{"rewritten by a Put", func() error { return c.Put(ctx, k, progcache.Object{Kind: "cubin", Code: []byte("ok")}) }, false},
+		{"over the cap", func() error { return raw.SetRange(ctx, key, 1000, "x").Err() }, true},
+		{"a list", func() error { return raw.RPush(ctx, key, "a").Err() }, true},
+		{"a hash", func() error { return raw.HSet(ctx, key, "a", "b").Err() }, true},
+	} {
+		raw.Del(ctx, key)
+		if err := tc.plant(); err != nil {
+			t.Fatal(err)
+		}
+		c.dropUnusable(ctx, k, oversized)
+		if n, _ := raw.Exists(ctx, key).Result(); (n == 0) != tc.gone {
+			t.Errorf("%s: deleted %v, want %v", tc.name, n == 0, tc.gone)
+		}
+	}
+}

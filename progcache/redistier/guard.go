@@ -42,6 +42,11 @@ import (
 // breaks the cache's own commands.
 const MinReplyLimit = 4 << 20
 
+// guardSlack is what the guard lets a reply declare beyond
+// Options.MaxEntryBytes: the header, and the one byte past the cap by
+// which a lookup (getEntry) knows a value over it.
+const guardSlack = 64
+
 // guard is the reply guard of one client.
 //
 // Locking: limit is an atomic, raised by each cache that joins; the rest

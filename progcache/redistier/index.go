@@ -77,13 +77,13 @@ if s then
 end
 return 0`)
 
-// getTouch GETs key and advances m's tick in one pipeline. The tick is
+// getTouch reads key (getEntry) and advances m's tick in one pipeline. The tick is
 // best effort: its failure is counted in Errors and does not fail the
 // lookup. It runs inside Cache.call.
 func (x *index) getTouch(ctx context.Context, key, m string) ([]byte, error) {
 	ks := x.c.ks
 	pipe := x.c.client.Pipeline()
-	get := pipe.Get(ctx, key)
+	get := x.c.getEntry(ctx, pipe, key)
 	touch := pipe.EvalSha(ctx, touchScript.Hash(), []string{ks.lru, ks.tick}, m)
 	_, _ = pipe.Exec(ctx) // each command's error is looked at below
 	if err := touch.Err(); err != nil {
@@ -96,7 +96,7 @@ func (x *index) getTouch(ctx context.Context, key, m string) ([]byte, error) {
 			x.c.n.errors.Add(1)
 		}
 	}
-	return replyBytes(get)
+	return entryBytes(get)
 }
 
 // admit records m's size after a Put and evicts what no longer fits,

@@ -327,3 +327,47 @@ func holdLease(t *testing.T, addr, ns string) {
 	fmt.Println("HELD")
 	io.Copy(io.Discard, os.Stdin)
 }
+
+// TestStaleLeaseTakenOver: a lease planted without an expiry, or with more
+// time left than MaxLeaseTTL, which no holder sets, is taken over by the
+// next Acquire instead of making every compile of its key wait; a live
+// holder's lease is not.
+func TestStaleLeaseTakenOver(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	c := openCache(t, clientOf(t, srv.Addr, true), redistier.Options{})
+	for i, plant := range []func(key string) error{
+		func(key string) error { return raw.Set(bg, key, "planted", 0).Err() },
+		func(key string) error { return raw.Set(bg, key, "planted", 24*time.Hour).Err() },
+	} {
+		k := cachetest.KeyN(100 + i)
+		key := leaseKey(c.Namespace(), k)
+		if err := plant(key); err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.AcquireLease(bg, k)
+		if err != nil || l == nil {
+			t.Fatalf("planted lease %d: AcquireLease = %v, %v; want the lease taken over", i, l, err)
+		}
+		ttl, _ := raw.PTTL(bg, key).Result()
+		if ttl <= 0 || ttl > redistier.DefaultLeaseTTL {
+			t.Errorf("planted lease %d after the takeover: PTTL %v, want within LeaseTTL", i, ttl)
+		}
+		if err := l.Release(bg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := c.RedisStats(); s.LeasesStale != 2 || s.LeasesAcquired != 2 || s.LeasesLost != 0 {
+		t.Errorf("after two takeovers: %+v", s)
+	}
+	// A live holder keeps its lease.
+	holder := openCache(t, clientOf(t, srv.Addr, true), redistier.Options{Namespace: c.Namespace()})
+	l, err := holder.AcquireLease(bg, cachetest.KeyN(200))
+	if err != nil || l == nil {
+		t.Fatal(l, err)
+	}
+	defer l.Release(bg)
+	if other, err := c.AcquireLease(bg, cachetest.KeyN(200)); other != nil || err != nil {
+		t.Errorf("AcquireLease of a live holder's lease = %v, %v; want nil, nil", other, err)
+	}
+}

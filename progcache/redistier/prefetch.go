@@ -3,7 +3,7 @@ package redistier
 // Prefetch: many keys in few round trips, for a warm start.
 //
 // Each batch of PrefetchBatch keys goes as one pipeline of single-key
-// GETs, not one MGET: in a Redis Cluster an MGET may not span slots, and
+// reads (getEntry: GETRANGE), not one MGET: in a Redis Cluster an MGET may not span slots, and
 // the cluster client splits a pipeline by node on its own, sending each
 // master its keys in one round trip (the masters in parallel), whatever
 // the slots. On a single node a pipeline of GETs costs about what an MGET
@@ -39,74 +39,92 @@ func (c *Cache) Prefetch(ctx context.Context, keys []progcache.Key, fn func(prog
 	delivered := 0
 	names := make([]string, 0, min(len(keys), c.opts.PrefetchBatch))
 	for batch := range slices.Chunk(keys, c.opts.PrefetchBatch) {
-		// A reply the guard refuses ends its connection, and with it the
-		// replies after it in the pipeline: those keys go again, in a
-		// pipeline of their own.
-		for len(batch) > 0 {
-			names = names[:0]
-			for _, k := range batch {
-				names = append(names, c.ks.entry(k))
+		names = names[:0]
+		for _, k := range batch {
+			names = append(names, c.ks.entry(k))
+		}
+		var vals []*redis.StringCmd
+		err := c.call(ctx, "prefetch", func(ctx context.Context) error {
+			var err error
+			vals, err = c.getAll(ctx, names)
+			return err
+		})
+		if err != nil {
+			return delivered, fmt.Errorf("%w (after %d of %d keys)", err, delivered, len(keys))
+		}
+		for i, k := range batch {
+			var b []byte
+			var err error
+			if vals == nil {
+				// The reply guard refused a reply of the pipeline, which
+				// ended its connection: go-redis then marks every command
+				// of the pipeline failed, read or not. Only a server that
+				// breaks the protocol (getEntry asks for at most an
+				// entry's bytes) gets here: ask for each key on its own.
+				b, err = c.lookupOne(ctx, names[i])
+			} else {
+				b, err = entryBytes(vals[i])
 			}
-			var vals []*redis.StringCmd
-			err := c.call(ctx, "prefetch", func(ctx context.Context) error {
-				var err error
-				vals, err = c.getAll(ctx, names)
-				return err
-			})
+			if bad := c.classify(b, err); bad != usable {
+				c.n.prefetchMisses.Add(1)
+				c.dropUnusable(ctx, k, bad)
+				continue
+			}
 			if err != nil {
-				return delivered, fmt.Errorf("%w (after %d of %d keys)", err, delivered, len(keys))
+				c.n.prefetchMisses.Add(1)
+				continue
 			}
-			next := len(batch)
-			for i, k := range batch {
-				b, err := replyBytes(vals[i])
-				if bad := c.classify(b, err); bad != usable {
-					c.n.prefetchMisses.Add(1)
-					c.dropUnusable(ctx, k, bad)
-					if errors.Is(err, ErrReplyTooLarge) {
-						next = i + 1
-						break
-					}
-					continue
-				}
-				if err != nil {
-					c.n.prefetchMisses.Add(1)
-					continue
-				}
-				stored, obj, err := progcache.DecodeRecord(b, c.opts.Record)
-				if !c.judge(ctx, k, b, stored, err) {
-					c.n.prefetchMisses.Add(1)
-					continue
-				}
-				c.n.prefetched.Add(1) // obj.Code aliases the reply: the caller's (replyBytes)
-				delivered++
-				if err := fn(k, obj); err != nil {
-					return delivered, err
-				}
+			stored, obj, err := progcache.DecodeRecord(b, c.opts.Record)
+			if !c.judge(ctx, k, b, stored, err) {
+				c.n.prefetchMisses.Add(1)
+				continue
 			}
-			batch = batch[next:]
+			c.n.prefetched.Add(1) // obj.Code aliases the reply: the caller's (replyBytes)
+			delivered++
+			if err := fn(k, obj); err != nil {
+				return delivered, err
+			}
 		}
 	}
 	return delivered, nil
 }
 
-// getAll GETs names in one pipeline. Each command keeps its own result:
-// redis.Nil for a missing key, a WRONGTYPE error for a value that is not a
-// string, ErrReplyTooLarge for one the reply guard refused. The error is
-// the first other one, when a command before the first refused reply
-// failed: the commands after a refused reply lost their connection, and
-// their errors say nothing about the server.
+// lookupOne reads key on its own (getEntry) for Prefetch. A failure is
+// counted by call, and returned for classify; a refused or wrong-typed
+// value is returned as its error, not counted as a failure.
+func (c *Cache) lookupOne(ctx context.Context, key string) ([]byte, error) {
+	var b []byte
+	var got error
+	err := c.call(ctx, "prefetch", func(ctx context.Context) error {
+		b, got = entryBytes(c.getEntry(ctx, c.client, key))
+		if c.classify(b, got) != usable {
+			return nil
+		}
+		return got
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, got
+}
+
+// getAll reads names (getEntry) in one pipeline. Each command keeps its
+// own result: redis.Nil for a missing key, a WRONGTYPE error for a value
+// that is not a string. It returns (nil, nil) when the reply guard
+// refused a reply, and otherwise the first error that says the server
+// could not serve.
 func (c *Cache) getAll(ctx context.Context, names []string) ([]*redis.StringCmd, error) {
 	pipe := c.client.Pipeline()
 	cmds := make([]*redis.StringCmd, len(names))
 	for i, n := range names {
-		cmds[i] = pipe.Get(ctx, n)
+		cmds[i] = c.getEntry(ctx, pipe, n)
 	}
 	_, _ = pipe.Exec(ctx) // it returns the first error, redis.Nil included: look at each
 	for _, cmd := range cmds {
 		err := cmd.Err()
 		switch {
 		case errors.Is(err, ErrReplyTooLarge):
-			return cmds, nil
+			return nil, nil
 		case err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "WRONGTYPE"):
 			return nil, err
 		}
