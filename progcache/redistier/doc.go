@@ -12,7 +12,10 @@
 // The cache fails open. A Get that Redis cannot serve (down, slow past
 // Options.Timeout, erroring, or refused by the open circuit breaker) is a
 // counted miss, never an error; a corrupt or forged entry is a counted
-// miss that is deleted. Writes report such failures as errors wrapping
+// miss that is deleted. So is a value that cannot be an entry (over
+// MaxEntryBytes, or not a string). A reply that declares more than the
+// entry cap is refused before go-redis allocates it (Cache.Guarded says
+// which connections this covers). Writes report such failures as errors wrapping
 // ErrUnavailable, for the caller to count. RedisStats shows every counter
 // and the breaker's state.
 //
@@ -30,7 +33,8 @@
 // options.go, keyspace.go (the key layout), call.go (one Redis call: the
 // timeout and what a failure counts as), breaker.go, index.go (the
 // MaxBytes budget), scan.go (Len and Clear over every master), lease.go,
-// prefetch.go, stats.go, errors.go.
+// prefetch.go, stats.go, errors.go, guard.go (the reply guard: a dial hook
+// New adds to the client) and resp.go (its RESP length scanner).
 //
 // Concurrency: Cache and Lease are safe for concurrent use; Options and
 // Stats are plain values.
