@@ -30,7 +30,10 @@ type Component struct {
 
 // Define is one command-line macro operation: a definition (-DName=Value)
 // or, with Undef set, an undefinition (-UName). "-DX" is the same as
-// Define{Name: "X", Value: "1"}.
+// Define{Name: "X", Value: "1"}. A function-like macro carries its
+// parameter list in Name: "-DX(a,b)=a+b" is Define{Name: "X(a,b)", Value:
+// "a+b"}, and it defines X, so it replaces an earlier definition of X
+// whatever that one's parameters were.
 type Define struct {
 	Name  string
 	Value string

@@ -411,23 +411,54 @@ func (c *canonical) parseOptions(o Options) error {
 	c.includes, c.preIncl, c.extra = st.includes, st.preIncl, st.extra
 	// Final state per macro name, then sorted: macros of different names
 	// commute, and a later operation on a name wins.
+	// The map is keyed by the macro's name alone: "-DX(a)=a -DX(b)=2"
+	// redefines X, so only the last definition counts. The stored Define
+	// keeps its parameter list, which is part of the definition.
 	final := map[string]Define{}
 	for _, d := range st.defines {
-		if d.Name == "" || strings.ContainsAny(d.Name, "= \t") {
-			return fmt.Errorf("progcache: macro name %q is empty or contains '=' or blanks: %w", d.Name, ErrInvalidInput)
+		name, err := macroName(d)
+		if err != nil {
+			return err
 		}
 		if d.Undef {
 			d.Value = ""
 		}
-		final[d.Name] = d
+		final[name] = d
 	}
 	c.defines = make([]Define, 0, len(final))
 	for _, d := range final {
 		c.defines = append(c.defines, d)
 	}
+	// Sorting by the whole spelling sorts by name: names are distinct, and
+	// '(' sorts before every character a name may hold.
 	slices.SortFunc(c.defines, func(a, b Define) int { return strings.Compare(a.Name, b.Name) })
 	c.needDigest = st.needDigest
 	return nil
+}
+
+// macroName returns the name of the macro that d defines or undefines: the
+// whole of d.Name for an object-like macro, the part before '(' for a
+// function-like one ("X(a,b)" names X). As with -D on GCC's and nvcc's
+// command lines, a parameter list goes before the '=' and closes the name.
+func macroName(d Define) (string, error) {
+	spelling := d.Name
+	if d.Undef {
+		spelling = "-U" + d.Name
+	}
+	name, params, fn := strings.Cut(d.Name, "(")
+	switch {
+	case name == "":
+		return "", fmt.Errorf("progcache: macro %q has an empty name: want a name such as X or X(a,b): %w", spelling, ErrInvalidInput)
+	case strings.ContainsAny(d.Name, "= \t\n\r\v\f"):
+		return "", fmt.Errorf("progcache: macro %q contains '=' or blanks in its name: give the name (and any parameter list) before '=': %w", spelling, ErrInvalidInput)
+	case strings.ContainsRune(name, ')'):
+		return "", fmt.Errorf("progcache: macro %q has ')' in its name: want a name such as X or X(a,b): %w", spelling, ErrInvalidInput)
+	case fn && d.Undef:
+		return "", fmt.Errorf("progcache: -U%s: an undefinition takes a macro name, not a parameter list: give -U%s: %w", d.Name, name, ErrInvalidInput)
+	case fn && (!strings.HasSuffix(params, ")") || strings.ContainsAny(params[:len(params)-1], "()")):
+		return "", fmt.Errorf("progcache: macro %q has a malformed parameter list: want NAME(a,b) ending the name, without nested parentheses: %w", spelling, ErrInvalidInput)
+	}
+	return name, nil
 }
 
 // encoder writes the preimage: tags, lengths and counts as uvarints, so the

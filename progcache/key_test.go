@@ -167,6 +167,60 @@ func TestMakeKeyRefused(t *testing.T) {
 	mustKey(t, in)
 }
 
+// TestMakeKeyFunctionLikeMacro: a function-like macro is named by the
+// identifier before '(', so a later definition of X replaces an earlier
+// one whatever their parameter lists. With source "int y = X(1);",
+// -DX(a)=a -DX(b)=2 preprocesses to "int y = 2;" and the other order to
+// "int y = 1;": the keys must differ.
+func TestMakeKeyFunctionLikeMacro(t *testing.T) {
+	key := func(extra ...string) Key {
+		t.Helper()
+		in := baseInput()
+		in.Sources[0].Code = []byte("int y = X(1);")
+		in.Options.Extra = extra
+		return mustKey(t, in)
+	}
+	if a, b := key("-DX(a)=a", "-DX(b)=2"), key("-DX(b)=2", "-DX(a)=a"); a == b {
+		t.Error("-DX(a)=a -DX(b)=2 and the other order share a key; the last definition of X wins, so they differ")
+	}
+	// The last definition is all that counts.
+	if a, b := key("-DX(a)=a", "-DX(b)=2"), key("-DX(b)=2"); a != b {
+		t.Error("-DX(a)=a -DX(b)=2 and -DX(b)=2 differ; the first is redefined")
+	}
+	if a, b := key("-DX=3", "-DX(a)=a"), key("-DX(a)=a"); a != b {
+		t.Error("an object-like X redefined as a function-like X keeps the first")
+	}
+	if a, b := key("-DX(a)=a", "-UX"), key("-UX"); a != b {
+		t.Error("-UX after -DX(a)=a does not undefine X")
+	}
+	if a, b := key("-UX", "-DX(a)=a"), key("-DX(a)=a"); a != b {
+		t.Error("-DX(a)=a after -UX does not define X")
+	}
+	if a, b := key("-DX(a)=a"), key("-DX=a"); a == b {
+		t.Error("function-like and object-like X share a key")
+	}
+	if a, b := key("-DX(a)=a", "-DY(b)=b"), key("-DY(b)=b", "-DX(a)=a"); a != b {
+		t.Error("function-like macros of different names do not commute")
+	}
+	if a, b := key("-DX(a)"), key("-DX(a)=1"); a != b {
+		t.Error("-DX(a) is not -DX(a)=1")
+	}
+	// Typed Defines follow the same rule.
+	in := baseInput()
+	in.Sources[0].Code = []byte("int y = X(1);")
+	in.Options.Defines = []Define{{Name: "X(b)", Value: "2"}, {Name: "X(a)", Value: "a"}}
+	if mustKey(t, in) != key("-DX(a)=a") {
+		t.Error("typed Defines: X(a) after X(b) does not replace it")
+	}
+	for _, bad := range [][]string{{"-D(a)=1"}, {"-DX(a=1"}, {"-DX(a)b=1"}, {"-DX((a))=1"}, {"-DX)=1"}, {"-UX(a)"}} {
+		in := baseInput()
+		in.Options.Extra = bad
+		if _, err := MakeKey(in); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("MakeKey(%q) error = %v, want ErrInvalidInput", bad, err)
+		}
+	}
+}
+
 func TestKeyStringParse(t *testing.T) {
 	k := mustKey(t, baseInput())
 	s := k.String()
@@ -348,6 +402,8 @@ func FuzzKeyEncoding(f *testing.F) {
 	f.Add([]byte(""), "nvvm", "ltoir", []byte("-maxrregcount=32\x00-rdc=true\x00-UX"), []byte(""), []byte("\x00"), false)
 	f.Add([]byte("k"), "c++", "cubin", []byte("-Xptxas\x00-G\x00-lineinfo\x00--ptxas-options=-v\x00-odir\x00-G"), []byte(""), []byte(""), false)
 	f.Add([]byte("k"), "c++", "cubin", []byte("-Xcompiler=-I/x,-fPIC\x00-isystem\x00/y\x00-optf=o\x00-DX"), []byte(""), []byte("d"), false)
+	f.Add([]byte("int y = X(1);"), "c++", "cubin", []byte("-DX(a)=a\x00-DX(b)=2"), []byte(""), []byte(""), false)
+	f.Add([]byte("int y = X(1);"), "c++", "cubin", []byte("-DX(b)=2\x00-UX\x00--define-macro=X(a,b)=a\x00-D\x00X"), []byte(""), []byte(""), false)
 	f.Fuzz(func(t *testing.T, src []byte, codeType, target string, extra, names, extraDig []byte, blake bool) {
 		var sources []Source
 		for i, s := range bytes.Split(src, []byte{0}) {
@@ -365,6 +421,16 @@ func FuzzKeyEncoding(f *testing.F) {
 		c, err := canonicalize(in)
 		if err != nil {
 			return
+		}
+		// One entry per macro: a later operation on a name replaces the
+		// earlier ones, whatever their parameter lists.
+		seen := map[string]bool{}
+		for _, d := range c.defines {
+			name, _, _ := strings.Cut(d.Name, "(")
+			if seen[name] {
+				t.Fatalf("macro %q has two entries in %+v", name, c.defines)
+			}
+			seen[name] = true
 		}
 		pre := c.preimage()
 		back, err := decodePreimage(pre)
