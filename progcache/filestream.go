@@ -220,7 +220,8 @@ type fsHooks struct {
 	lockHeld           func()            // GetOrCompile: right after taking the file lock
 	waiting            func(k Key)       // GetOrCompile: a caller starts waiting for another process's lock
 	lockPolled         func()            // GetOrCompile: a waiter found the lock live and will poll again
-	beforeRead         func()            // read path: an entry file is open and fstat'd, not yet read
+	beforeRead         func()            // read path: an entry file is open (and fstat'd unless remembered), not yet read
+	checksummed        func(k Key)       // read path: k's record checksum was computed
 }
 
 // OpenFileStream opens (creating as needed, unless ReadOnly) the cache
@@ -247,7 +248,7 @@ func OpenFileStream(dir string, opts FileStreamOptions) (*FileStream, error) {
 		entries: filepath.Join(dir, "entries"), tmp: filepath.Join(dir, "tmp"),
 		trash: filepath.Join(dir, "trash"), locks: filepath.Join(dir, "locks"),
 		stats:    filepath.Join(dir, "stats"),
-		verified: verifiedFiles{window: racyWindow},
+		verified: verifiedFiles{window: racyWindow, maxHeld: heldLimit(), maxHeldBytes: maxHeldBytes},
 	}
 	if !opts.ReadOnly && !opts.NoCreate {
 		if err := os.MkdirAll(dir, dirPerm); err != nil {

@@ -21,10 +21,15 @@ package progcache
 // the same identity. The stat comes after the read, so a write that
 // changed the bytes read had moved the ctime before the stat saw it (the
 // kernel updates the times before it copies a write's data). A file that
-// is remembered but not held (too large, or past the descriptor bound)
-// takes the first-hit path without the checksum, its identity compared by
-// an fstat before and another after the read. Either way the record's structure and stored key are checked
-// on every read; a mismatch of identity means a full first-hit read.
+// is remembered but not held (its descriptor let go of to stay within the
+// bounds) is read with one more system call and no checksum: open, pread,
+// fstat, close (readRemembered), the fstat again after the read; a file
+// over 16 MiB takes the first-hit path without the checksum. The
+// identities remembered and the descriptors held have separate bounds
+// (maxVerified; maxHeld, maxHeldBytes), so letting go of a descriptor
+// does not forget what was verified. Either way the record's structure
+// and stored key are checked on every read; a mismatch of identity means
+// a full first-hit read.
 //
 // Every write to a file moves its ctime, which no call can set back, and a
 // new file (a rename over the entry) has another inode or a later ctime.
@@ -36,7 +41,8 @@ package progcache
 // bytes meanwhile), is found when the process next starts. A held
 // descriptor keeps a replaced or deleted file's blocks until the next hit
 // of its key sees the new identity, or until it is pushed out of the
-// bound: at most maxHeld files of at most maxHeldSize bytes each. A
+// bound: at most maxHeld files of at most maxHeldSize bytes each and
+// maxHeldBytes together. A
 // MAC-sealed cache (RecordOptions.MACKey) verifies its MAC on every read,
 // FileStreamOptions.VerifyEveryRead turns all of this off, and on Windows,
 // whose stat has no change time, every read is a first-hit read.
@@ -56,17 +62,24 @@ const (
 	// not remembered (coarse timestamps; FAT's are 2 s). Tests shorten it
 	// through verifiedFiles.window.
 	racyWindow = 2 * time.Second
-	// maxVerified bounds verifiedFiles; past it an arbitrary entry is
-	// forgotten (it is verified again on its next read).
+	// maxVerified bounds the identities verifiedFiles remembers, held or
+	// not (about 100 bytes each, so 1.6 MiB); past it an arbitrary one is
+	// forgotten (that file is verified again on its next read). Letting go
+	// of a held descriptor keeps the identity.
 	maxVerified = 1 << 14
 	// maxPooledRead: records larger than this are read into a fresh buffer
 	// even by View, so the pool never pins a huge buffer.
 	maxPooledRead = 16 << 20
-	// maxHeld and maxHeldSize bound the held descriptors: 64 files of at
-	// most 1 MiB, so at most 64 MiB of replaced files' blocks stay
-	// allocated, and a modest share of the process's descriptor limit.
-	maxHeld     = 64
-	maxHeldSize = 1 << 20
+	// maxHeld, maxHeldBytes and maxHeldSize bound the held descriptors:
+	// at most 4096 files (and a quarter of the descriptor limit,
+	// heldLimit) of at most 1 MiB each and 256 MiB together, so at most
+	// 256 MiB of files that peers replaced or deleted stay allocated
+	// until their key's next read, the descriptor's eviction or Close.
+	// 4096 descriptors keep a working set of thousands of typical
+	// (64 KiB) entries on the two-system-call path.
+	maxHeld      = 4096
+	maxHeldBytes = 256 << 20
+	maxHeldSize  = 1 << 20
 )
 
 // entryPath is entryRel(k) as a NUL-terminated byte array: the read path
@@ -100,17 +113,26 @@ type verifiedFile struct {
 // verifiedFiles remembers the entry files whose checksum passed, and holds
 // the descriptors of small ones (see the top of this file).
 //
-// Locking: mu guards m, held and every verifiedFile's fields except the
-// immutable id; it is held only for map and counter updates, never across
-// a system call but the close of a dropped descriptor. A reader pins a held
-// descriptor with acquire and unpins it with release, so a descriptor is
-// never closed (and its number reused for another file) under a pread.
-// window is set before the cache is shared.
+// The identities (m) and the held descriptors have separate bounds: a
+// descriptor let go of to make room for another keeps its file's identity
+// remembered, so the unchanged file is not checksummed again
+// (readRemembered reads it).
+//
+// Locking: mu guards m, held, heldBytes and every verifiedFile's fields
+// except the immutable id; it is held only for map and counter updates,
+// never across a system call but the close of a dropped descriptor. A
+// reader pins a held descriptor with acquire and unpins it with release,
+// so a descriptor is never closed (and its number reused for another
+// file) under a pread. window and the held bounds are set before the
+// cache is shared.
 type verifiedFiles struct {
-	mu     sync.Mutex
-	m      map[Key]*verifiedFile
-	held   int
-	window time.Duration // racyWindow; 0 only in tests
+	mu           sync.Mutex
+	m            map[Key]*verifiedFile
+	held         int           // descriptors held
+	heldBytes    int64         // their files' sizes
+	window       time.Duration // racyWindow; 0 only in tests
+	maxHeld      int           // heldLimit(); smaller in tests
+	maxHeldBytes int64         // maxHeldBytes; smaller in tests
 }
 
 // verified reports whether k's file, with stat st, was verified before.
@@ -137,6 +159,18 @@ func (v *verifiedFiles) acquire(k Key) *verifiedFile {
 	return f
 }
 
+// remembered returns the identity k's file was verified with, when it is
+// remembered but its descriptor is not held.
+func (v *verifiedFiles) remembered(k Key) (fileID, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f := v.m[k]
+	if f == nil || f.fd >= 0 {
+		return fileID{}, false
+	}
+	return f.id, true
+}
+
 // release unpins f, closing its descriptor if it was dropped meanwhile.
 func (v *verifiedFiles) release(f *verifiedFile) {
 	v.mu.Lock()
@@ -158,8 +192,55 @@ func (v *verifiedFiles) dropLocked(k Key, f *verifiedFile) {
 	f.dropped = true
 	if f.fd >= 0 {
 		v.held--
+		v.heldBytes -= f.id.size
 	}
 	v.closeIfDoneLocked(f)
+}
+
+// unholdLocked lets go of f's descriptor but keeps k's verified identity,
+// so a later read of the unchanged file still skips the checksum; mu is
+// held. A reader that pinned f closes the descriptor on release.
+func (v *verifiedFiles) unholdLocked(k Key, f *verifiedFile) {
+	v.m[k] = &verifiedFile{id: f.id, fd: -1}
+	f.dropped = true
+	v.held--
+	v.heldBytes -= f.id.size
+	v.closeIfDoneLocked(f)
+}
+
+// makeRoomLocked lets go of held descriptors, chosen arbitrarily, until
+// one more of size bytes fits the bounds; it reports whether it does (a
+// bound of 0 holds nothing). mu is held.
+func (v *verifiedFiles) makeRoomLocked(size int64) bool {
+	if size > maxHeldSize || v.maxHeld <= 0 || size > v.maxHeldBytes {
+		return false
+	}
+	for v.held > 0 && (v.held >= v.maxHeld || v.heldBytes+size > v.maxHeldBytes) {
+		for hk, hf := range v.m {
+			if hf.fd >= 0 {
+				v.unholdLocked(hk, hf)
+				break
+			}
+		}
+	}
+	return true
+}
+
+// hold takes fd, open on k's file of identity id, as k's held descriptor
+// when k is remembered with that identity and not held, and the bounds
+// leave room without letting go of another; it reports whether it took fd
+// (the caller must then not close it).
+func (v *verifiedFiles) hold(k Key, id fileID, fd int) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	f := v.m[k]
+	if f == nil || f.fd >= 0 || f.id != id || v.held >= v.maxHeld || v.heldBytes+id.size > v.maxHeldBytes || id.size > maxHeldSize {
+		return false
+	}
+	f.fd = fd
+	v.held++
+	v.heldBytes += id.size
+	return true
 }
 
 // remember records that k's file, with stat st, passed its checksum at
@@ -186,17 +267,10 @@ func (v *verifiedFiles) remember(k Key, st fileStat, now time.Time, fd int) (too
 		}
 	}
 	f := &verifiedFile{id: id, fd: -1}
-	if fd >= 0 && st.size <= maxHeldSize {
-		if v.held >= maxHeld {
-			for hk, hf := range v.m {
-				if hf.fd >= 0 {
-					v.dropLocked(hk, hf)
-					break
-				}
-			}
-		}
+	if fd >= 0 && v.makeRoomLocked(id.size) {
 		f.fd, took = fd, true
 		v.held++
+		v.heldBytes += id.size
 	}
 	v.m[k] = f
 	return took
@@ -256,6 +330,19 @@ func (c *FileStream) read(ctx context.Context, k Key, countMiss, pooled bool, fn
 			}
 			c.hits.Add(1)
 			c.touchHeld(&rel, f.id)
+			return true, fn(v)
+		}
+		if bp != nil {
+			readBufs.Put(bp)
+		}
+		c.verified.forget(k)
+	} else if id, ok := c.verified.remembered(k); ok && id.size <= maxPooledRead {
+		v, bp, ok := c.readRemembered(k, &rel, id, pooled)
+		if ok {
+			if bp != nil {
+				defer readBufs.Put(bp)
+			}
+			c.hits.Add(1)
 			return true, fn(v)
 		}
 		if bp != nil {
@@ -361,6 +448,62 @@ func (c *FileStream) readHeld(k Key, rel *entryPath, f *verifiedFile, pooled boo
 	return v, bp, true
 }
 
+// readRemembered reads k's record from its file, remembered as verified
+// with identity id but not held: open, pread of id.size bytes, fstat,
+// close, one system call more than a plain read. The fstat comes after
+// the read, as on the held path, and must show a regular file of identity
+// id: the bytes are used only if they are the verified file's. Reading
+// before the fstat reads nothing from anything else that may sit at the
+// name: a link is not followed (openEntryFDAt), and a pipe or a directory
+// fails the pread; a device node cannot be made there without privileges
+// beyond the cache's owner's. ok false means the first-hit path must
+// run; bp is as readHeld's.
+func (c *FileStream) readRemembered(k Key, rel *entryPath, id fileID, pooled bool) (v View, bp *[]byte, ok bool) {
+	fd, err := c.entriesD.openEntryFDAt(rel)
+	if err != nil {
+		return View{}, nil, false
+	}
+	held := false
+	defer func() {
+		if !held {
+			closeFD(fd)
+		}
+	}()
+	var buf []byte
+	if pooled {
+		bp = getReadBuf(id.size)
+		buf = *bp
+	} else {
+		buf = make([]byte, id.size)
+	}
+	if c.hooks.beforeRead != nil {
+		c.hooks.beforeRead()
+	}
+	n, err := preadFD(fd, buf)
+	if err != nil || n != len(buf) {
+		return View{}, bp, false
+	}
+	st, err := fstatFD(fd)
+	if err != nil || !st.mode.IsRegular() {
+		return View{}, bp, false
+	}
+	if sid, known := st.id(); !known || sid != id {
+		return View{}, bp, false
+	}
+	sk, v, err := parseRecord(buf, c.opts.Record, false)
+	if err != nil || sk != k {
+		return View{}, bp, false
+	}
+	// Recency, as a first-hit read refreshes it; the touch moves the
+	// ctime, so the next read verifies the file and remembers it again.
+	if now := time.Now(); !c.opts.ReadOnly && now.UnixNano()-id.mtime > int64(recencyGranularity) {
+		_ = touchFD(fd, now) // best effort
+	} else {
+		held = c.verified.hold(k, id, fd) // where a held descriptor was let go of
+	}
+	return v, bp, true
+}
+
 // touchHeld refreshes the recency of a held file past recencyGranularity,
 // as a first-hit read does; the touch moves its ctime, so the next read
 // takes the first-hit path and remembers the file again.
@@ -414,6 +557,9 @@ func (c *FileStream) readRecord(ctx context.Context, k Key, e *entryFile, buf []
 		// before it changed the bytes read.
 		st, err := e.stat()
 		skip = err == nil && c.verified.verified(k, st)
+	}
+	if !skip && c.hooks.checksummed != nil {
+		c.hooks.checksummed(k)
 	}
 	sk, v, err = parseRecord(b, c.opts.Record, !skip)
 	return sk, v, !skip && err == nil, err

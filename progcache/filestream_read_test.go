@@ -219,6 +219,8 @@ func TestFileStreamHeldBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.verified.window = 0
+	const maxHeld = 12
+	c.verified.maxHeld = maxHeld
 	before := heldFDs(t)
 	for i := range maxHeld + 10 {
 		if err := c.Put(ctx, testKey(i), testObject(i, 100)); err != nil {
@@ -344,5 +346,114 @@ func TestFileStreamVerifiedWriteDuringRead(t *testing.T) {
 	}
 	if _, ok, err := c.Get(ctx, k); ok || err != nil {
 		t.Fatalf("Get of a file written between its fstat and its read = hit %v, err %v; want a miss (checksum)", ok, err)
+	}
+}
+
+// TestFileStreamManyKeysRemembered: with more keys in use than descriptors
+// held, a file whose descriptor was let go of is still remembered as
+// verified: its later hits compute no checksum and allocate nothing, at
+// the default bounds (500 keys) and at bounds far below the keys in use.
+// A file replaced on disk meanwhile is verified again.
+func TestFileStreamManyKeysRemembered(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		maxHeld int // 0: the default
+	}{{"default bounds", 0}, {"8 held", 8}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := openFS(t, t.TempDir(), FileStreamOptions{})
+			c.verified.window = 0
+			if tc.maxHeld > 0 {
+				c.verified.maxHeld = tc.maxHeld
+			}
+			const keys = 500
+			for i := range keys {
+				if err := c.Put(ctx, testKey(i), testObject(i, 4096)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var sums []Key
+			c.hooks.checksummed = func(k Key) { sums = append(sums, k) }
+			var sum int
+			fn := func(v View) error { sum += len(v.Code()); return nil }
+			ks := make([]Key, keys)
+			for j := range ks {
+				ks[j] = testKey(j)
+			}
+			i := 0
+			view := func() {
+				if ok, err := c.View(ctx, ks[i%keys], fn); !ok || err != nil {
+					t.Fatalf("View %d = hit %v, err %v", i%keys, ok, err)
+				}
+				i++
+			}
+			for range keys { // warm-up: each file is verified once
+				view()
+			}
+			if len(sums) != keys {
+				t.Fatalf("warm-up computed %d checksums, want one per key (%d)", len(sums), keys)
+			}
+			sums = nil
+			if a := testing.AllocsPerRun(2*keys, view); a != 0 {
+				t.Errorf("a hit allocates %v times with %d keys in use, want 0", a, keys)
+			}
+			if len(sums) != 0 {
+				t.Errorf("%d hits of unchanged, verified files computed %d checksums (first %v), want 0", 2*keys+1, len(sums), sums[0])
+			}
+			if tc.maxHeld > 0 && c.verified.held > tc.maxHeld {
+				t.Errorf("held = %d, over the bound %d", c.verified.held, tc.maxHeld)
+			}
+
+			// A file damaged in place and one replaced by a rename: each has
+			// another identity now, so its next read computes the checksum
+			// and finds the damage, or verifies the new file.
+			var notHeld []Key
+			for j := range keys {
+				if f := c.verified.acquire(testKey(j)); f != nil {
+					c.verified.release(f)
+				} else {
+					notHeld = append(notHeld, testKey(j))
+				}
+			}
+			if tc.maxHeld > 0 && len(notHeld) < 2 {
+				t.Fatalf("%d files not held with the bound %d", len(notHeld), tc.maxHeld)
+			}
+			damaged, replaced := testKey(3), testKey(4)
+			if len(notHeld) >= 2 {
+				damaged, replaced = notHeld[0], notHeld[1]
+			}
+			time.Sleep(20 * time.Millisecond) // past coarse timestamp ticks
+			w, err := os.OpenFile(c.path(damaged), os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.WriteAt([]byte{0xEE, 0xEE, 0xEE}, 2000); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			sums = nil
+			corrupt := c.Stats().Corrupt
+			if ok, err := c.View(ctx, damaged, func(View) error { t.Error("fn called for a damaged entry"); return nil }); ok || err != nil {
+				t.Fatalf("View of a remembered file damaged in place = hit %v, err %v; want a miss", ok, err)
+			}
+			if c.Stats().Corrupt != corrupt+1 || len(sums) != 1 {
+				t.Errorf("damaged file: Corrupt %d -> %d, %d checksums; want one more corrupt entry after one checksum", corrupt, c.Stats().Corrupt, len(sums))
+			}
+			var n int
+			for j := range keys {
+				if testKey(j) == replaced {
+					n = j
+				}
+			}
+			other := testObject(n+1000, 4096)
+			if err := c.Put(ctx, replaced, other); err != nil {
+				t.Fatal(err)
+			}
+			sums = nil
+			getAndView(t, c, replaced, other)
+			if len(sums) != 1 {
+				t.Errorf("a replaced file was read with %d checksums, want 1 (then remembered)", len(sums))
+			}
+		})
 	}
 }

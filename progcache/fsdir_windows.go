@@ -173,6 +173,10 @@ func closeFD(int) {}
 func (e *entryFile) descriptor() int { return -1 }
 
 func preadFD(int, []byte) (int, error)                       { return 0, errNoHeldFiles }
+func heldLimit() int                                         { return 0 }
+func fstatFD(int) (fileStat, error)                          { return fileStat{}, errNoHeldFiles }
+func touchFD(int, time.Time) error                           { return errNoHeldFiles }
+func (d *cacheDir) openEntryFDAt(*entryPath) (int, error)    { return -1, errNoHeldFiles }
 func (d *cacheDir) statEntryAt(*entryPath) (fileStat, error) { return fileStat{}, errNoHeldFiles }
 
 // openEntryAt is openEntry (see the Linux version).

@@ -79,6 +79,29 @@ func (d *cacheDir) openEntryAt(p *entryPath) (entryFile, error) {
 	return e, e.check()
 }
 
+// openEntryFDAt opens entries/<p> as openEntryAt does, without the fstat:
+// the read path for a remembered file stats it after reading
+// (readRemembered). It returns the raw errno on failure.
+func (d *cacheDir) openEntryFDAt(p *entryPath) (int, error) {
+	if noOpenat2.Load() {
+		return d.openEntryFD(p.shard(), p.name())
+	}
+	for {
+		fd, _, errno := unix.Syscall6(unix.SYS_OPENAT2, uintptr(d.fd), uintptr(unsafe.Pointer(&p[0])),
+			uintptr(unsafe.Pointer(&entryHow)), unsafe.Sizeof(entryHow), 0, 0)
+		switch errno {
+		case 0:
+			return int(fd), nil
+		case unix.EINTR:
+			continue
+		case unix.ENOSYS, unix.EPERM:
+			noOpenat2.Store(true)
+			return d.openEntryFD(p.shard(), p.name())
+		}
+		return -1, errno
+	}
+}
+
 // statEntryAt stats entries/<p> without following a link, as an lstat
 // would, for the held-file check: statx with the path in p handed to the
 // kernel directly, so the check allocates nothing.

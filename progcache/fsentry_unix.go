@@ -167,6 +167,35 @@ func (e *entryFile) descriptor() int { return e.fd }
 // closeFD closes a descriptor the read path held (verifiedFiles).
 func closeFD(fd int) { unix.Close(fd) }
 
+// heldLimit is how many entry descriptors a FileStream may hold:
+// maxHeld, or a quarter of the process's descriptor limit if that is
+// less, so held files leave the program most of its descriptors. (Go
+// raises the soft limit to the hard one at start, so it is usually far
+// above maxHeld.)
+func heldLimit() int {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0
+	}
+	return int(min(uint64(maxHeld), uint64(lim.Cur)/4))
+}
+
+// fstatFD returns the fstat of a descriptor the read path opened.
+func fstatFD(fd int) (fileStat, error) {
+	var st unix.Stat_t
+	if err := ignoringEINTR(func() error { return unix.Fstat(fd, &st) }); err != nil {
+		return fileStat{}, err
+	}
+	return statOf(&st), nil
+}
+
+// touchFD sets the access and modification times of a descriptor the
+// read path opened.
+func touchFD(fd int, t time.Time) error {
+	tv := unix.NsecToTimeval(t.UnixNano())
+	return unix.Futimes(fd, []unix.Timeval{tv, tv})
+}
+
 // preadFD reads len(b) bytes from the start of fd, or fewer at its end.
 func preadFD(fd int, b []byte) (int, error) {
 	off := 0

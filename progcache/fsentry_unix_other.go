@@ -25,3 +25,9 @@ func (d *cacheDir) statEntryAt(p *entryPath) (fileStat, error) {
 	}
 	return statOf(&st), nil
 }
+
+// openEntryFDAt opens entries/<p> without the fstat (see the Linux
+// version).
+func (d *cacheDir) openEntryFDAt(p *entryPath) (int, error) {
+	return d.openEntryFD(p.shard(), p.name())
+}
