@@ -315,35 +315,48 @@ func getReadBuf(n int64) *[]byte {
 // returns fn's error. pooled selects a pooled buffer (View) over a fresh
 // one that fn may keep (Get). countMiss is false for GetOrCompile's
 // polling, whose repeated looks are one miss, already counted.
+//
+// fn runs after life is released, as the Viewer contract says: the View
+// is in a buffer of its own, which needs no descriptor, so fn may call the
+// cache, Close included, and a Close waiting for life never waits for fn
+// (while fn, calling the cache, would wait for Close: a deadlock).
 func (c *FileStream) read(ctx context.Context, k Key, countMiss, pooled bool, fn func(View) error) (bool, error) {
 	if err := c.enter(ctx); err != nil {
 		return false, err
 	}
-	defer c.life.RUnlock()
+	v, bp, ok, err := c.lookLocked(ctx, k, countMiss, pooled)
+	c.life.RUnlock()
+	if !ok || err != nil {
+		return ok, err
+	}
+	if bp != nil {
+		defer readBufs.Put(bp)
+	}
+	return true, fn(v)
+}
+
+// lookLocked is read's lookup, with life held shared. On a hit it returns
+// the record's View and, when the View is in a pooled buffer, that
+// buffer, for the caller to put back once the View is done.
+func (c *FileStream) lookLocked(ctx context.Context, k Key, countMiss, pooled bool) (_ View, _ *[]byte, ok bool, _ error) {
 	rel := makeEntryPath(k)
 	if f := c.verified.acquire(k); f != nil {
 		v, bp, ok := c.readHeld(k, &rel, f, pooled)
 		c.verified.release(f)
 		if ok {
-			if bp != nil {
-				defer readBufs.Put(bp)
-			}
 			c.hits.Add(1)
 			c.touchHeld(&rel, f.id)
-			return true, fn(v)
+			return v, bp, true, nil
 		}
 		if bp != nil {
 			readBufs.Put(bp)
 		}
 		c.verified.forget(k)
-	} else if id, ok := c.verified.remembered(k); ok && id.size <= maxPooledRead {
+	} else if id, known := c.verified.remembered(k); known && id.size <= maxPooledRead {
 		v, bp, ok := c.readRemembered(k, &rel, id, pooled)
 		if ok {
-			if bp != nil {
-				defer readBufs.Put(bp)
-			}
 			c.hits.Add(1)
-			return true, fn(v)
+			return v, bp, true, nil
 		}
 		if bp != nil {
 			readBufs.Put(bp)
@@ -356,13 +369,13 @@ func (c *FileStream) read(ctx context.Context, k Key, countMiss, pooled bool, fn
 		if countMiss {
 			c.misses.Add(1)
 		}
-		return false, nil
+		return View{}, nil, false, nil
 	case errors.Is(err, ErrNotCache):
 		c.unreadable.Add(1)
 		c.misses.Add(1)
-		return false, nil
+		return View{}, nil, false, nil
 	case err != nil:
-		return false, fmt.Errorf("progcache: read entry %s: %w", k, err)
+		return View{}, nil, false, fmt.Errorf("progcache: read entry %s: %w", k, err)
 	}
 	held := false
 	defer func() {
@@ -371,9 +384,14 @@ func (c *FileStream) read(ctx context.Context, k Key, countMiss, pooled bool, fn
 		}
 	}()
 	var buf []byte
+	var bp *[]byte
 	if pooled && e.st.size <= maxPooledRead {
-		bp := getReadBuf(e.st.size)
-		defer readBufs.Put(bp)
+		bp = getReadBuf(e.st.size)
+		defer func() {
+			if !ok {
+				readBufs.Put(bp)
+			}
+		}()
 		buf = *bp
 	}
 	sk, v, verified, err := c.readRecord(ctx, k, &e, buf, false)
@@ -385,7 +403,7 @@ func (c *FileStream) read(ctx context.Context, k Key, countMiss, pooled bool, fn
 	case errors.Is(err, ErrUnreadable):
 		c.unreadable.Add(1)
 		c.misses.Add(1)
-		return false, nil
+		return View{}, nil, false, nil
 	case errors.Is(err, ErrCorrupt):
 		c.verified.forget(k)
 		c.corrupt.Add(1)
@@ -395,9 +413,9 @@ func (c *FileStream) read(ctx context.Context, k Key, countMiss, pooled bool, fn
 			// left behind is found corrupt and removed again later.
 			_, _ = c.removeEntryLocked(rel.shard(), rel.name(), e.st)
 		}
-		return false, nil
+		return View{}, nil, false, nil
 	default:
-		return false, fmt.Errorf("progcache: read entry %s: %w", k, err)
+		return View{}, nil, false, fmt.Errorf("progcache: read entry %s: %w", k, err)
 	}
 	now := time.Now()
 	if !c.opts.ReadOnly && now.Sub(e.st.mtime) > recencyGranularity {
@@ -408,7 +426,7 @@ func (c *FileStream) read(ctx context.Context, k Key, countMiss, pooled bool, fn
 		held = c.verified.remember(k, e.st, now, e.descriptor())
 	}
 	c.hits.Add(1)
-	return true, fn(v)
+	return v, bp, true, nil
 }
 
 // remembers reports whether verified files are remembered (see the top of

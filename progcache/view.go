@@ -24,6 +24,14 @@ import (
 // Hits, misses, corrupt and unreadable entries are counted and handled as
 // Get does. The View and every slice it returns are valid only until fn
 // returns, and must not be modified: copy what you keep (View.Object).
+//
+// fn runs with no lock of the cache held, so it may call any method of the
+// same cache, View included, and Close. A Close that starts while fn runs
+// (from fn or from another goroutine) does not wait for fn, nor does a
+// call from fn wait for fn to return: each call fn makes either works as
+// usual or fails with ErrClosed (after waiting at most for the operations
+// Close itself waits for), and the View fn holds stays valid until fn
+// returns. cachetest checks this with a timeout that reports a deadlock.
 type Viewer interface {
 	View(ctx context.Context, k Key, fn func(View) error) (bool, error)
 }

@@ -9,8 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/accelkit/accelkit/progcache"
 )
@@ -281,7 +283,7 @@ func Run(t *testing.T, b Backend) {
 		t.Run("Admin", func(t *testing.T) { runAdmin(t, b, open) })
 	}
 	if _, ok := open(t, 0).(progcache.Viewer); ok {
-		t.Run("Viewer", func(t *testing.T) { runViewer(t, open) })
+		t.Run("Viewer", func(t *testing.T) { runViewer(t, b, open) })
 	}
 	if b.Reopen != nil {
 		t.Run("Persistence", func(t *testing.T) {
@@ -305,8 +307,9 @@ func Run(t *testing.T, b Backend) {
 // returns, fn runs once on a hit and never on a miss, its error comes
 // back, hits and misses are counted, and views of concurrent readers
 // never mix (each sees whole, right objects while writers replace them).
-func runViewer(t *testing.T, open func(t *testing.T, maxBytes int64) progcache.Cache) {
+func runViewer(t *testing.T, b Backend, open func(t *testing.T, maxBytes int64) progcache.Cache) {
 	ctx := context.Background()
+	t.Run("CallbackCallsCache", func(t *testing.T) { checkCallbackCalls(t, b) })
 	t.Run("SameAsGet", func(t *testing.T) {
 		c := open(t, 0)
 		v := c.(progcache.Viewer)
@@ -408,6 +411,117 @@ func runViewer(t *testing.T, open func(t *testing.T, maxBytes int64) progcache.C
 		wg.Wait()
 		close(errs)
 		for err := range errs {
+			t.Error(err)
+		}
+	})
+}
+
+// deadlockTimeout is how long checkCallbackCalls waits for a View and a
+// Close before it reports a deadlock: far longer than either takes, even
+// under the race detector on a loaded machine.
+const deadlockTimeout = 10 * time.Second
+
+// closeStartDelay is how long fn waits after starting Close on another
+// goroutine, so that Close is pending (waiting for what it waits for)
+// when fn calls the cache.
+const closeStartDelay = 50 * time.Millisecond
+
+// checkCallbackCalls checks what the Viewer contract lets fn call: any
+// method of the same cache, while Close is pending on another goroutine
+// (each call works or fails with ErrClosed, and neither View nor Close
+// waits for the other), and Close itself.
+func checkCallbackCalls(t *testing.T, b Backend) {
+	ctx := context.Background()
+	// Each cache is closed here; one left deadlocked is not closed again
+	// (the Close would hang too).
+	await := func(t *testing.T, what string, ch <-chan error) error {
+		t.Helper()
+		select {
+		case err := <-ch:
+			return err
+		case <-time.After(deadlockTimeout):
+			buf := make([]byte, 1<<16)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("deadlock: %s did not return within %v. View's fn must run with no lock that Close waits for, and a call from fn must not wait for a Close that waits for fn. Goroutines:\n%s", what, deadlockTimeout, buf)
+		}
+		return nil
+	}
+	okOrClosed := func(err error) bool { return err == nil || errors.Is(err, progcache.ErrClosed) }
+
+	t.Run("WhileClosePending", func(t *testing.T) {
+		c := b.Open(t, 0)
+		v := c.(progcache.Viewer)
+		mustPut(t, c, 1, 100)
+		mustPut(t, c, 2, 100)
+		closed := make(chan error, 1)
+		done := make(chan error, 1)
+		go func() {
+			ok, err := v.View(ctx, KeyN(1), func(progcache.View) error {
+				// With no Close, every call works.
+				if _, ok, err := c.Get(ctx, KeyN(2)); !ok || err != nil {
+					return fmt.Errorf("Get from fn = hit %v, err %v; want a hit", ok, err)
+				}
+				if err := c.Put(ctx, KeyN(3), ObjectN(3, 10)); err != nil {
+					return fmt.Errorf("Put from fn: %w", err)
+				}
+				if ok, err := v.View(ctx, KeyN(3), func(progcache.View) error { return nil }); !ok || err != nil {
+					return fmt.Errorf("View from fn = hit %v, err %v; want a hit", ok, err)
+				}
+				go func() { closed <- c.Close() }()
+				time.Sleep(closeStartDelay)
+				// Close is pending (or done): each call works or fails
+				// with ErrClosed.
+				if _, _, err := c.Get(ctx, KeyN(2)); !okOrClosed(err) {
+					return fmt.Errorf("Get from fn while Close is pending: %w; want nil or ErrClosed", err)
+				}
+				if err := c.Put(ctx, KeyN(4), ObjectN(4, 10)); !okOrClosed(err) {
+					return fmt.Errorf("Put from fn while Close is pending: %w; want nil or ErrClosed", err)
+				}
+				if _, err := v.View(ctx, KeyN(2), func(progcache.View) error { return nil }); !okOrClosed(err) {
+					return fmt.Errorf("View from fn while Close is pending: %w; want nil or ErrClosed", err)
+				}
+				return nil
+			})
+			if err == nil && !ok {
+				err = errors.New("View of a stored key missed")
+			}
+			done <- err
+		}()
+		if err := await(t, "a View whose fn calls Get, Put and View while Close is pending", done); err != nil {
+			t.Error(err)
+		}
+		if err := await(t, "Close, after the View whose fn ran during it returned", closed); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if _, _, err := c.Get(ctx, KeyN(1)); !errors.Is(err, progcache.ErrClosed) {
+			t.Errorf("Get after Close = %v, want ErrClosed", err)
+		}
+	})
+	t.Run("CloseFromCallback", func(t *testing.T) {
+		c := b.Open(t, 0)
+		v := c.(progcache.Viewer)
+		mustPut(t, c, 1, 100)
+		done := make(chan error, 1)
+		go func() {
+			ok, err := v.View(ctx, KeyN(1), func(view progcache.View) error {
+				if err := c.Close(); err != nil {
+					return fmt.Errorf("Close from fn: %w", err)
+				}
+				// The View stays valid until fn returns.
+				if !bytes.Equal(view.Code(), ObjectN(1, 100).Code) {
+					return errors.New("the View changed when fn closed the cache")
+				}
+				if _, _, err := c.Get(ctx, KeyN(1)); !errors.Is(err, progcache.ErrClosed) {
+					return fmt.Errorf("Get from fn after its Close = %v, want ErrClosed", err)
+				}
+				return nil
+			})
+			if err == nil && !ok {
+				err = errors.New("View of a stored key missed")
+			}
+			done <- err
+		}()
+		if err := await(t, "a View whose fn calls Close", done); err != nil {
 			t.Error(err)
 		}
 	})
