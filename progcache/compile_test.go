@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -350,5 +351,131 @@ func TestGetOrCompileUnbreakableStaleLock(t *testing.T) {
 	})
 	if err != nil || !obj.Equal(testObject(4, 100)) || compiles != 1 {
 		t.Fatalf("GetOrCompile past an unbreakable stale lock = err %v, %d compiles; want the object from one compile", err, compiles)
+	}
+}
+
+// plantLock writes a lock file for k saying content, with mtime mtime, as
+// a dead or hostile holder would leave it.
+func plantLock(t *testing.T, c *FileStream, k Key, content string, mtime time.Time) string {
+	t.Helper()
+	p := c.lockPath(k)
+	if err := os.WriteFile(p, []byte(content), filePerm); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Before: a lock file planted with a huge lease= or a mtime in the future
+// blocked its key for good: GetOrCompile waited on it forever.
+func TestGetOrCompilePlantedLock(t *testing.T) {
+	const maxLease = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name, content string
+		mtime         time.Duration // from now
+	}{
+		{"huge lease", "progcache-lock pid=1 host=x lease=9223372036854775807\n", 0},
+		{"mtime a year ahead", "progcache-lock pid=1 host=x lease=30000000\n", 365 * 24 * time.Hour},
+		{"huge lease, mtime a year ahead", "progcache-lock pid=1 host=x lease=9223372036854775807\n", 365 * 24 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := openFS(t, t.TempDir(), FileStreamOptions{LockLease: 20 * time.Millisecond, MaxLockLease: maxLease})
+			k := testKey(7)
+			plantLock(t, c, k, tc.content, time.Now().Add(tc.mtime))
+			// A live lock is honoured for at most twice MaxLockLease; give
+			// the waiter far more, and fail rather than hang.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			start := time.Now()
+			compiles := 0
+			obj, err := GetOrCompile(ctx, c, k, func(context.Context) (Object, error) {
+				compiles++
+				return testObject(7, 100), nil
+			})
+			if err != nil || compiles != 1 || !obj.Equal(testObject(7, 100)) {
+				t.Fatalf("GetOrCompile past a planted lock = %v after %v, %d compiles; want the object, compiled once, within 2*MaxLockLease (%v)", err, time.Since(start), compiles, 2*maxLease)
+			}
+			if d := time.Since(start); d > 2*maxLease+2*time.Second {
+				t.Errorf("GetOrCompile took %v past a planted lock, want at most about 2*MaxLockLease (%v)", d, 2*maxLease)
+			}
+		})
+	}
+}
+
+// A heartbeat in the future within MaxLockLease is clock skew: the lock
+// is live (a peer on a host whose clock is ahead holds it).
+func TestGetOrCompileLockClockSkew(t *testing.T) {
+	c := openFS(t, t.TempDir(), FileStreamOptions{LockLease: 20 * time.Millisecond, MaxLockLease: time.Minute})
+	k := testKey(8)
+	plantLock(t, c, k, "progcache-lock pid=1 host=x lease=20000000\n", time.Now().Add(30*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := GetOrCompile(ctx, c, k, func(context.Context) (Object, error) {
+		t.Error("compiled while a lock whose heartbeat is 30 s ahead (within MaxLockLease) was live")
+		return testObject(8, 10), nil
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("GetOrCompile = %v, want to wait on the live lock until ctx ends", err)
+	}
+}
+
+// Before: a sweeping open kept a lock file planted with a huge lease= or a
+// mtime in the future. Only our own lock files are swept.
+func TestFileStreamSweepPlantedLocks(t *testing.T) {
+	dir := t.TempDir()
+	c := openFS(t, dir, FileStreamOptions{})
+	c.Close()
+	now := time.Now()
+	huge := "progcache-lock pid=1 host=x lease=9223372036854775807\n"
+	gone := map[string]string{
+		"huge lease, 2 h old":    plantLock(t, c, testKey(1), huge, now.Add(-2*time.Hour)),
+		"mtime a year ahead":     plantLock(t, c, testKey(2), "progcache-lock pid=1 host=x lease=30000000000\n", now.Add(365*24*time.Hour)),
+		"huge lease, year ahead": plantLock(t, c, testKey(3), huge, now.Add(365*24*time.Hour)),
+		"empty, 2 h old":         plantLock(t, c, testKey(4), "", now.Add(-2*time.Hour)),
+	}
+	kept := map[string]string{
+		"mtime 1 min ahead (clock skew)": plantLock(t, c, testKey(5), "progcache-lock pid=1 host=x lease=30000000000\n", now.Add(time.Minute)),
+		"huge lease, fresh":              plantLock(t, c, testKey(6), huge, now),
+		"foreign content":                plantLock(t, c, testKey(7), "not a lock of ours\n", now.Add(-2*time.Hour)),
+	}
+	other := filepath.Join(c.locks, "notes.lock")
+	if err := os.WriteFile(other, []byte(huge), filePerm); err != nil {
+		t.Fatal(err)
+	}
+	os.Chtimes(other, now.Add(-2*time.Hour), now.Add(-2*time.Hour))
+	kept["not a key's lock name"] = other
+
+	openFS(t, dir, FileStreamOptions{})
+	for what, p := range gone {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: a sweeping open left the lock file (err %v)", what, err)
+		}
+	}
+	for what, p := range kept {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s: a sweeping open removed the file: %v", what, err)
+		}
+	}
+}
+
+func TestFileStreamMaxLockLeaseOption(t *testing.T) {
+	for _, o := range []FileStreamOptions{
+		{MaxLockLease: -1},
+		{LockLease: time.Minute, MaxLockLease: time.Second},
+		{MaxLockLease: time.Microsecond},
+	} {
+		if _, err := OpenFileStream(t.TempDir(), o); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxLockLease") {
+			t.Errorf("OpenFileStream(%+v) = %v, want ErrInvalidConfig naming MaxLockLease", o, err)
+		}
+	}
+	c := openFS(t, t.TempDir(), FileStreamOptions{LockLease: time.Hour})
+	if c.opts.MaxLockLease != time.Hour {
+		t.Errorf("MaxLockLease defaults to %v with a LockLease of 1 h, want 1 h", c.opts.MaxLockLease)
+	}
+	c = openFS(t, t.TempDir(), FileStreamOptions{})
+	if c.opts.MaxLockLease != DefaultMaxLockLease {
+		t.Errorf("MaxLockLease defaults to %v, want DefaultMaxLockLease", c.opts.MaxLockLease)
 	}
 }

@@ -66,6 +66,10 @@ const (
 	// be before a waiter breaks it; the holder refreshes it every
 	// LockLease/4.
 	DefaultLockLease = 30 * time.Second
+	// DefaultMaxLockLease is the longest lease a holder's lock file is
+	// honoured for, and the most clock skew a lock's future heartbeat is
+	// taken for, unless MaxLockLease says otherwise.
+	DefaultMaxLockLease = 10 * time.Minute
 	// DefaultMaxEntryBytes bounds one entry record when neither
 	// MaxEntryBytes nor MaxBytes does: Get reads at most this much of a
 	// file, so a huge or sparse file at an entry's name costs an fstat,
@@ -118,6 +122,16 @@ type FileStreamOptions struct {
 	// into the lock files this process takes, and a waiter honours the
 	// lease of the holder, not its own.
 	LockLease time.Duration
+	// MaxLockLease bounds what a lock file can make a waiter believe: a
+	// holder's lease is honoured up to MaxLockLease, and a heartbeat (the
+	// lock's mtime) up to MaxLockLease in the future is taken for clock
+	// skew between hosts, further for a stale lock. So a lock file that a
+	// dead or hostile holder left, whatever it says, blocks its key for at
+	// most twice MaxLockLease, and a sweeping open removes it once it is
+	// older than the temp lease or that far in the future. 0 means
+	// DefaultMaxLockLease, or LockLease if that is longer; a value set
+	// must be at least LockLease.
+	MaxLockLease time.Duration
 	// Record selects CRC-32C (zero value) or a keyed MAC. Every process
 	// sharing the directory must use the same MAC key; an entry sealed
 	// otherwise is a miss counted in Stats.Unreadable and kept.
@@ -168,6 +182,8 @@ func (o FileStreamOptions) validate() error {
 		return bad("TempLease", o.TempLease, "0 (DefaultTempLease) or a positive duration")
 	case o.LockLease < 0 || (o.LockLease > 0 && o.LockLease < minLockLease):
 		return bad("LockLease", o.LockLease, fmt.Sprintf("0 (DefaultLockLease) or at least %v", minLockLease))
+	case o.MaxLockLease < 0 || (o.MaxLockLease > 0 && o.MaxLockLease < max(o.LockLease, minLockLease)):
+		return bad("MaxLockLease", o.MaxLockLease, fmt.Sprintf("0 (DefaultMaxLockLease) or at least LockLease (%v) and %v", o.LockLease, minLockLease))
 	}
 	return o.Record.Validate()
 }
@@ -236,6 +252,9 @@ func OpenFileStream(dir string, opts FileStreamOptions) (*FileStream, error) {
 	}
 	if opts.LockLease == 0 {
 		opts.LockLease = DefaultLockLease
+	}
+	if opts.MaxLockLease == 0 {
+		opts.MaxLockLease = max(DefaultMaxLockLease, opts.LockLease)
 	}
 	if opts.MaxEntryBytes == 0 {
 		opts.MaxEntryBytes = DefaultMaxEntryBytes

@@ -12,8 +12,14 @@ package progcache
 // mismatch), so two waiters never remove a lock a third has just taken. A
 // lock that is not a regular file is foreign: nobody takes it, and
 // GetOrCompile compiles without the cross-process lock.
+//
+// What a lock file says is bounded by this cache's MaxLockLease, so a
+// planted or damaged one cannot block a key for good: a holder's lease is
+// capped at it, and a heartbeat further in the future than it is not
+// clock skew but a stale lock (lockStale).
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +39,9 @@ const lockPollMax = 50 * time.Millisecond
 // lockInfoMax bounds what a waiter reads of a lock file.
 const lockInfoMax = 512
 
+// lockMagic starts every lock file this package writes.
+const lockMagic = "progcache-lock "
+
 func lockName(k Key) string { return k.String() + ".lock" }
 
 func (c *FileStream) lockPath(k Key) string { return c.locks + string(os.PathSeparator) + lockName(k) }
@@ -40,7 +49,7 @@ func (c *FileStream) lockPath(k Key) string { return c.locks + string(os.PathSep
 // lockContents is what a holder writes into its lock file.
 func (c *FileStream) lockContents() []byte {
 	host, _ := os.Hostname()
-	return fmt.Appendf(nil, "progcache-lock pid=%d host=%s lease=%d\n", os.Getpid(), strings.ReplaceAll(host, " ", "_"), c.opts.LockLease.Nanoseconds())
+	return fmt.Appendf(nil, lockMagic+"pid=%d host=%s lease=%d\n", os.Getpid(), strings.ReplaceAll(host, " ", "_"), c.opts.LockLease.Nanoseconds())
 }
 
 // holderLease reads the lease a holder wrote into its lock file; ok is
@@ -55,6 +64,17 @@ func holderLease(b []byte) (time.Duration, bool) {
 		}
 	}
 	return 0, false
+}
+
+// lockStale reports whether a lock whose heartbeat (mtime) is mtime is
+// stale at now, judged by lease, which the caller capped at MaxLockLease
+// where it came from the file. A heartbeat in the future is taken for
+// clock skew between hosts up to MaxLockLease, and further for a stale
+// lock: so a lock is live at most until the heartbeat plus the lease, at
+// most twice MaxLockLease from now.
+func (c *FileStream) lockStale(mtime time.Time, lease time.Duration, now time.Time) bool {
+	age := now.Sub(mtime)
+	return age < -c.opts.MaxLockLease || age > lease
 }
 
 // lockKey takes k's lock file, waiting while a live holder has it. It
@@ -141,10 +161,10 @@ func (c *FileStream) tryLock(ctx context.Context, name string) (unlock func(), s
 	lease := c.opts.LockLease
 	if b, err := c.locksD.readSmall(name, lockInfoMax); err == nil {
 		if l, ok := holderLease(b); ok {
-			lease = l
+			lease = min(l, c.opts.MaxLockLease)
 		}
 	}
-	if time.Since(st.mtime) <= lease {
+	if !c.lockStale(st.mtime, lease, time.Now()) {
 		return nil, false, nil
 	}
 	// Stale heartbeat: the holder died. Break the lock only if it is still
@@ -195,26 +215,39 @@ func (c *FileStream) heartbeat(f *os.File, name string, mine fileStat) func() {
 }
 
 // sweepLockFilesLocked removes lock files left by killed holders that no
-// waiter came to break: older than the temp lease and than the holder's lock
-// lease. The removal is identity-checked, so a lock retaken meanwhile
-// survives. The caller holds life.
+// waiter came to break: older than the temp lease and than the holder's
+// lock lease (capped at MaxLockLease), or with a heartbeat further in the
+// future than MaxLockLease (lockStale). Only our lock files are swept: a
+// regular file named <key hex>.lock that is empty (its holder died before
+// writing it) or starts as lockContents does. The removal is
+// identity-checked, so a lock retaken meanwhile survives. The caller
+// holds life.
 func (c *FileStream) sweepLockFilesLocked() {
 	if c.locksD == nil {
 		return
 	}
 	names, _ := c.locksD.names()
 	for _, n := range names {
-		st, err := c.locksD.lstat(n)
-		if err != nil || !st.mode.IsRegular() || !strings.HasSuffix(n, ".lock") {
+		hexKey, isLock := strings.CutSuffix(n, ".lock")
+		if !isLock {
 			continue
 		}
-		lease := max(c.opts.TempLease, c.opts.LockLease)
-		if b, err := c.locksD.readSmall(n, lockInfoMax); err == nil {
-			if l, ok := holderLease(b); ok {
-				lease = max(lease, l)
-			}
+		if _, err := ParseKey(hexKey); err != nil {
+			continue
 		}
-		if time.Since(st.mtime) > lease {
+		st, err := c.locksD.lstat(n)
+		if err != nil || !st.mode.IsRegular() {
+			continue
+		}
+		b, err := c.locksD.readSmall(n, lockInfoMax)
+		if err != nil || len(b) > 0 && !bytes.HasPrefix(b, []byte(lockMagic)) {
+			continue // not a lock file of ours
+		}
+		lease := max(c.opts.TempLease, c.opts.LockLease)
+		if l, ok := holderLease(b); ok {
+			lease = max(lease, min(l, c.opts.MaxLockLease))
+		}
+		if c.lockStale(st.mtime, lease, time.Now()) {
 			_, _ = c.removeIfSameLocked(c.locksD, n, st) // best effort: the next sweep tries again
 		}
 	}

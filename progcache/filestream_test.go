@@ -260,7 +260,7 @@ func TestFileStreamTempLease(t *testing.T) {
 	os.Chtimes(expired, past, past)
 	c.Close()
 
-	oldLock, liveLock := filepath.Join(c.locks, "a.lock"), filepath.Join(c.locks, "b.lock")
+	oldLock, liveLock := filepath.Join(c.locks, lockName(testKey(1))), filepath.Join(c.locks, lockName(testKey(2)))
 	os.WriteFile(oldLock, nil, filePerm)
 	os.WriteFile(liveLock, nil, filePerm)
 	os.Chtimes(oldLock, past, past)
