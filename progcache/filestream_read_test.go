@@ -256,9 +256,19 @@ func TestFileStreamHeldBounded(t *testing.T) {
 // replaces and deletes the same entries; run under -race. Every hit shows
 // a whole object that was put under its key.
 func TestFileStreamHeldStress(t *testing.T) {
+	t.Run("all held", func(t *testing.T) { heldStress(t, 0) })
+	// Descriptors let go of and taken again (readRemembered, hold) while
+	// files are replaced.
+	t.Run("2 held", func(t *testing.T) { heldStress(t, 2) })
+}
+
+func heldStress(t *testing.T, maxHeld int) {
 	ctx := context.Background()
 	c := openFS(t, t.TempDir(), FileStreamOptions{})
 	c.verified.window = 0
+	if maxHeld > 0 {
+		c.verified.maxHeld = maxHeld
+	}
 	const keys = 6
 	valid := func(n int, code []byte) bool {
 		return bytes.Equal(code, testObject(n, 2000).Code) || bytes.Equal(code, testObject(n+100, 3000).Code)
