@@ -17,12 +17,6 @@ const (
 	kindRegistered                   // HostRegister: the caller's memory, pinned in place
 )
 
-// granule is one Granularity-sized page of a VMM reservation.
-type granule struct {
-	h      *memHandle // mapped physical memory; nil when unmapped
-	access bool       // SetAccess granted read-write
-}
-
 // region is one live mapping: a Malloc allocation, a HostAlloc buffer, a
 // HostRegister registration or a VMM reservation. Its fields are guarded
 // by the owning table's mu, but for kind, base, size and buf, fixed before
@@ -32,9 +26,9 @@ type region struct {
 	base, size uint64
 	mapped     uint64 // bytes the OS mapped (size rounded to the page)
 	kind       regionKind
-	users      int  // copies running on the memory right now
-	dead       bool // removed from the table; unmapped once users is 0
-	granules   []granule
+	users      int      // copies running on the memory right now
+	dead       bool     // removed from the table; unmapped once users is 0
+	granules   granules // kindReserve: the mapped granules
 	gran       uint64
 	buf        *driver.HostBuffer // kindHost, kindRegistered: the buffer handed out
 	pin        runtime.Pinner     // kindRegistered: keeps the caller's Go memory in place
@@ -227,10 +221,8 @@ func (t *table) usableLocked(p, n uint64) (*region, bool) {
 	}
 	if r.kind == kindReserve {
 		first, last := (p-r.base)/r.gran, (p+n-1-r.base)/r.gran
-		for _, g := range r.granules[first : last+1] {
-			if g.h == nil || !g.access {
-				return nil, false
-			}
+		if !r.granules.accessible(int(first), int(last)+1) {
+			return nil, false
 		}
 	}
 	return r, true

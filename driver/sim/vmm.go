@@ -78,8 +78,7 @@ func (d *Device) AddressReserve(size, alignment uint64) (driver.Ptr, error) {
 	if err != nil {
 		return 0, fmt.Errorf("sim device %d: %s: %w", d.ordinal, op, err)
 	}
-	r := &region{base: p, size: size, mapped: size, kind: kindReserve, gran: d.cfg.Granularity,
-		granules: make([]granule, size/d.cfg.Granularity)}
+	r := &region{base: p, size: size, mapped: size, kind: kindReserve, gran: d.cfg.Granularity}
 	d.mem.mu.Lock()
 	ok := d.mem.insertLocked(r)
 	d.mem.mu.Unlock()
@@ -92,17 +91,16 @@ func (d *Device) AddressReserve(size, alignment uint64) (driver.Ptr, error) {
 // granulesMappedLocked checks that granules [first, last) of r are all
 // mapped (want true) or all unmapped. Caller holds d.mem.mu.
 func (d *Device) granulesMappedLocked(op string, r *region, first, last int, want bool) error {
-	for i := first; i < last; i++ {
-		if mapped := r.granules[i].h != nil; mapped != want {
-			state, fix := "not mapped", "MemMap it first"
-			if mapped {
-				state, fix = "already mapped", "MemUnmap it first"
-			}
-			return fmt.Errorf("sim device %d: %s: granule at %#x is %s; %s: %w",
-				d.ordinal, op, r.base+uint64(i)*r.gran, state, fix, driver.ErrInvalidValue)
-		}
+	i, found := r.granules.firstWhere(first, last, !want)
+	if !found {
+		return nil
 	}
-	return nil
+	state, fix := "not mapped", "MemMap it first"
+	if !want {
+		state, fix = "already mapped", "MemUnmap it first"
+	}
+	return fmt.Errorf("sim device %d: %s: granule at %#x is %s; %s: %w",
+		d.ordinal, op, r.base+uint64(i)*r.gran, state, fix, driver.ErrInvalidValue)
 }
 
 // reservationLocked finds the reservation holding [p, p+size) with
@@ -138,12 +136,11 @@ func (d *Device) AddressFree(p driver.Ptr, size uint64) error {
 		d.mem.mu.Unlock()
 		return fmt.Errorf("sim device %d: %s(%v, %d): not a live reservation with that start and size: %w", d.ordinal, op, p, size, driver.ErrInvalidPointer)
 	}
-	for i, g := range r.granules {
-		if g.h != nil {
-			d.mem.mu.Unlock()
-			return fmt.Errorf("sim device %d: %s(%v, %d): granule at %#x is still mapped; MemUnmap it first: %w",
-				d.ordinal, op, p, size, r.base+uint64(i)*r.gran, driver.ErrInvalidValue)
-		}
+	if r.granules.mapped > 0 {
+		i, _ := r.granules.firstWhere(0, int(r.size/r.gran), true)
+		d.mem.mu.Unlock()
+		return fmt.Errorf("sim device %d: %s(%v, %d): granule at %#x is still mapped; MemUnmap it first: %w",
+			d.ordinal, op, p, size, r.base+uint64(i)*r.gran, driver.ErrInvalidValue)
 	}
 	d.mem.removeLocked(r)
 	d.mem.mu.Unlock()
@@ -253,7 +250,7 @@ func (d *Device) MemMap(p driver.Ptr, size, offset uint64, id driver.MemHandle) 
 		return fmt.Errorf("sim device %d: %s: %w", d.ordinal, op, err)
 	}
 	for i := first; i < last; i++ {
-		r.granules[i] = granule{h: h}
+		r.granules.set(i, granule{h: h})
 	}
 	h.mapped += last - first
 	d.stats.memMaps.Add(1)
@@ -282,7 +279,7 @@ func (d *Device) SetAccess(p driver.Ptr, size uint64) error {
 		return fmt.Errorf("sim device %d: %s: %w", d.ordinal, op, err)
 	}
 	for i := first; i < last; i++ {
-		r.granules[i].access = true
+		r.granules.set(i, granule{h: r.granules.at(i).h, access: true})
 	}
 	d.stats.setAccesses.Add(1)
 	return nil
@@ -308,8 +305,8 @@ func (d *Device) MemUnmap(p driver.Ptr, size uint64) error {
 	}
 	old := make([]*memHandle, 0, last-first)
 	for i := first; i < last; i++ {
-		old = append(old, r.granules[i].h)
-		r.granules[i] = granule{}
+		old = append(old, r.granules.at(i).h)
+		r.granules.set(i, granule{})
 	}
 	d.mem.waitIdleLocked(r) // copies running on the range finish first
 	if err := unmapFixed(uint64(p), size); err != nil {
