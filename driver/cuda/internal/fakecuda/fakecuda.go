@@ -106,7 +106,8 @@ func compile() {
 		return
 	}
 	object.path = filepath.Join(object.dir, "fakecuda.o")
-	out, err := exec.Command(cc, "-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-c", "-o", object.path, Source).CombinedOutput()
+	args := append([]string{"-O2", "-fPIC", "-fvisibility=hidden", "-Wall", "-c", "-o", object.path, Source}, sanitizeFlags...)
+	out, err := exec.Command(cc, args...).CombinedOutput()
 	if err != nil {
 		object.err = fmt.Errorf("compiling %s: %w\n%s", Source, err, out)
 	}
@@ -135,7 +136,7 @@ func Build(t testing.TB, env map[string]string, omit ...string) *Lib {
 	}
 	dir := t.TempDir()
 	lib := filepath.Join(dir, "libcuda-fake.so")
-	args := []string{"-shared", "-o", lib, object.path, "-lpthread"}
+	args := append([]string{"-shared", "-o", lib, object.path, "-lpthread"}, sanitizeFlags...)
 	if len(omit) > 0 {
 		script := filepath.Join(dir, "omit.map")
 		body := "{ global: *; local: " + strings.Join(omit, "; ") + "; };\n"
