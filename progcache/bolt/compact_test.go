@@ -2,7 +2,9 @@ package bolt
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -276,5 +278,62 @@ func BenchmarkBoltCompact(b *testing.B) {
 				dst.Close()
 			}
 		})
+	}
+}
+
+// A compaction that dies before its rename (a crash, a kill) leaves its
+// <path>.compact-<ns> file; the next read-write open removes it, and
+// nothing else beside the cache.
+func TestBoltOpenSweepsCompactTemps(t *testing.T) {
+	if !boltRenameWhileOpen {
+		t.Skip("no compaction on this platform")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cache.db")
+	c := openCache(t, path, Options{})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	leftover := path + ".compact-1732700000000000000"
+	keep := []string{
+		path + ".compact-",      // no digits
+		path + ".compact-12x",   // not ours
+		path + ".compacted-123", // another name
+		filepath.Join(dir, "other.db.compact-123"),
+	}
+	for _, p := range append([]string{leftover}, keep...) {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outside := filepath.Join(t.TempDir(), "outside")
+	if err := os.WriteFile(outside, []byte("theirs"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := path + ".compact-99"
+	symlinkOrSkip(t, outside, link)
+	keep = append(keep, link)
+
+	ro, err := Open(path, quietBolt(Options{ReadOnly: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro.Close()
+	if _, err := os.Lstat(leftover); err != nil {
+		t.Fatalf("a read-only open removed %s: %v", leftover, err)
+	}
+
+	c = openCache(t, path, Options{})
+	defer c.Close()
+	if _, err := os.Lstat(leftover); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s left after a read-write open: %v", leftover, err)
+	}
+	for _, p := range keep {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s removed: %v", p, err)
+		}
+	}
+	if b, err := os.ReadFile(outside); err != nil || string(b) != "theirs" {
+		t.Errorf("the link's target changed: %q, %v", b, err)
 	}
 }

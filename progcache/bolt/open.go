@@ -27,8 +27,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/accelkit/accelkit/progcache"
@@ -259,7 +262,35 @@ func (c *Cache) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside strin
 			return nil, nil, "", fmt.Errorf("progcache: initialise bolt file %s: %w", c.path, err)
 		}
 	}
+	if !ro && !viaLink && boltRenameWhileOpen {
+		sweepCompactTemps(c.path, c.opts.Logger)
+	}
 	return h, chk.entries, "", nil
+}
+
+// sweepCompactTemps removes what a compaction that died before its rename
+// left beside path: regular files named <base>.compact-<digits>, which only
+// compactInto creates. The caller holds the file's exclusive lock, and a
+// compaction runs only under it, so none of them is in use; a link or a
+// name of another shape is left alone.
+func sweepCompactTemps(path string, log *slog.Logger) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return // the cache works without the sweep
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), base+".compact-")
+		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" || !e.Type().IsRegular() {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err == nil {
+			log.Info("progcache: removed a bolt compaction's leftover file", "path", filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // openBoltDB runs bolt.Open on the checked, locked descriptor f, turning a
