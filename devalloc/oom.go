@@ -150,6 +150,9 @@ func oomWriter(getenv func(string) string, stderr io.Writer) (io.Writer, error) 
 
 // advice picks the setting to try from where the memory is.
 func (a *Allocator) advice(e *OOMError) string {
+	if tip := tooLarge(e); tip != "" {
+		return tip
+	}
 	unalloc := e.Reserved - min(e.Allocated, e.Reserved)
 	var tips []string
 	if unalloc >= e.Rounded || unalloc > e.Reserved/4 {
@@ -174,11 +177,59 @@ func (a *Allocator) advice(e *OOMError) string {
 			tips = append(tips, tip)
 		}
 	}
-	if e.Limit != 0 && e.Reserved+e.Rounded > e.Limit {
-		tips = append(tips, "the allocator limit is reached: raise SetLimit/SetMemoryFraction")
+	// The limit is tested against the segment a miss reserves, which may
+	// be larger than the request (a 9 MiB request takes a 20 MiB segment):
+	// the cause says whether it refused, the sizes here cannot.
+	if errors.Is(e.Cause, errLimit) {
+		tips = append(tips, fmt.Sprintf("the allocator limit (%s) refused the new segment this request needs, with %s already reserved: raise it (SetLimit, SetMemoryFraction or %s in %s) or free some allocations",
+			formatBytes(e.Limit), formatBytes(e.Reserved), "per_process_memory_fraction", EnvConfig))
 	}
 	if len(tips) == 0 {
-		tips = append(tips, "live allocations use the memory: free some, or use smaller requests")
+		tips = append(tips, whereUsed(e, "free some, or use smaller requests"))
+	}
+	return strings.Join(tips, "; ")
+}
+
+// tooLarge is the advice for a request that could never fit, whatever is
+// freed: larger than the device's total memory or than the allocator's
+// limit. "" when neither.
+func tooLarge(e *OOMError) string {
+	asked := formatBytes(e.Requested)
+	if e.Rounded != e.Requested {
+		asked += " (rounded to " + formatBytes(e.Rounded) + ")"
+	}
+	switch {
+	case e.DeviceTotal != 0 && e.Rounded > e.DeviceTotal:
+		return fmt.Sprintf("the request of %s exceeds the device's total memory of %s, so no setting or free makes it fit: split it into requests smaller than the device, or use a device with more memory",
+			asked, formatBytes(e.DeviceTotal))
+	case e.Limit != 0 && e.Rounded > e.Limit:
+		return fmt.Sprintf("the request of %s exceeds the allocator limit of %s by itself: raise the limit above it (SetLimit, SetMemoryFraction or %s in %s), or split the request",
+			asked, formatBytes(e.Limit), "per_process_memory_fraction", EnvConfig)
+	}
+	return ""
+}
+
+// whereUsed says who holds the device's memory when no setting helps:
+// this resource's live allocations, or users outside it (another
+// allocator, process or context), which freeing ours would not cure.
+// free is the advice for the resource's own live allocations.
+func whereUsed(e *OOMError, free string) string {
+	var outside uint64
+	if used := e.DeviceTotal - min(e.DeviceFree, e.DeviceTotal); used > e.Reserved {
+		outside = used - e.Reserved
+	}
+	var tips []string
+	if e.Allocated > 0 {
+		tips = append(tips, fmt.Sprintf("live allocations use the memory (%s of the device's %s): %s", formatBytes(e.Allocated), formatBytes(e.DeviceTotal), free))
+	}
+	// Name the outside use when the request would fit beside this
+	// resource's live allocations without it.
+	if outside > 0 && (e.Allocated == 0 || e.Allocated+e.Rounded <= e.DeviceTotal) {
+		tips = append(tips, fmt.Sprintf("%s of the device's %s is used outside this allocator (another allocator, process or context): free it there, or share one allocator",
+			formatBytes(outside), formatBytes(e.DeviceTotal)))
+	}
+	if len(tips) == 0 {
+		return fmt.Sprintf("the device has %s free of %s: use smaller requests", formatBytes(e.DeviceFree), formatBytes(e.DeviceTotal))
 	}
 	return strings.Join(tips, "; ")
 }

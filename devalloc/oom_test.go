@@ -192,3 +192,72 @@ func TestMemorySummary(t *testing.T) {
 		}
 	}
 }
+
+// TestOOMAdvice: the advice names what stands in the way. A request
+// larger than the device or the limit cannot be cured by freeing, and
+// memory held outside the allocator is not its live allocations.
+func TestOOMAdvice(t *testing.T) {
+	for _, tc := range []struct {
+		name, dsn, conf string
+		limit           uint64
+		before, outside uint64 // allocated first on this allocator, and on another one
+		size            uint64
+		want            []string
+		notWant         string
+	}{
+		{name: "larger than the device", dsn: "capacity=1GiB", size: 4 << 30,
+			want: []string{"the request of 4.00 GiB exceeds the device's total memory of 1.00 GiB", "split it"}, notWant: "live allocations"},
+		{name: "larger than the device, expandable", dsn: "capacity=1GiB", conf: "expandable_segments:true", size: 4 << 30,
+			want: []string{"exceeds the device's total memory of 1.00 GiB"}, notWant: "live allocations"},
+		{name: "larger than the device, passthrough", dsn: "capacity=1GiB", conf: "backend:passthrough", size: 4 << 30,
+			want: []string{"the request of 4.00 GiB exceeds the device's total memory of 1.00 GiB"}, notWant: "live allocations"},
+		{name: "larger than the limit", dsn: "capacity=1GiB", limit: 256 * mib, size: 512 * mib,
+			want: []string{"the request of 512.00 MiB exceeds the allocator limit of 256.00 MiB by itself", "SetLimit"}, notWant: "live allocations"},
+		{name: "larger than the memory fraction", dsn: "capacity=1GiB", conf: "per_process_memory_fraction:0.25", size: 512 * mib,
+			want: []string{"exceeds the allocator limit of 256.00 MiB", "per_process_memory_fraction"}, notWant: "live allocations"},
+		// 9 MiB takes a 20 MiB segment: the limit refused it though 2 MiB
+		// reserved plus 9 MiB is under the limit.
+		{name: "segment over the limit", dsn: "capacity=1GiB", limit: 20 * mib, before: 1000, size: 9 * mib,
+			want: []string{"the allocator limit (20.00 MiB) refused the new segment"}},
+		{name: "used outside the allocator", dsn: "capacity=64MiB", outside: 48 * mib, size: 32 * mib,
+			want: []string{"48.00 MiB of the device's 64.00 MiB is used outside this allocator"}, notWant: "live allocations"},
+		{name: "used outside, passthrough", dsn: "capacity=64MiB", conf: "backend:passthrough", outside: 48 * mib, size: 32 * mib,
+			want: []string{"48.00 MiB of the device's 64.00 MiB is used outside this allocator"}, notWant: "live allocations"},
+		{name: "live allocations", dsn: "capacity=64MiB", before: 48 * mib, size: 32 * mib,
+			want: []string{"live allocations use the memory (48.00 MiB of the device's 64.00 MiB): free some"}, notWant: "outside"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dev, _ := openDev(t, tc.dsn)
+			s := dev.DefaultStream()
+			if tc.outside != 0 {
+				other := newAlloc(t, dev, "")
+				p := mustAlloc(t, other, tc.outside, s)
+				t.Cleanup(func() { mustFree(t, other, p) })
+			}
+			r := newResource(t, dev, tc.conf)
+			if tc.limit != 0 {
+				r.(*Allocator).SetLimit(tc.limit)
+			}
+			if tc.before != 0 {
+				p := mustAlloc(t, r, tc.before, s)
+				t.Cleanup(func() { mustFree(t, r, p) })
+			}
+			_, err := r.Alloc(tc.size, s)
+			var oe *OOMError
+			if !errors.As(err, &oe) {
+				t.Fatalf("want *OOMError, got %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(oe.Advice, w) {
+					t.Errorf("advice lacks %q: %s", w, oe.Advice)
+				}
+			}
+			if tc.notWant != "" && strings.Contains(oe.Advice, tc.notWant) {
+				t.Errorf("advice says %q: %s", tc.notWant, oe.Advice)
+			}
+			if !strings.HasSuffix(err.Error(), oe.Advice) {
+				t.Errorf("message does not end with the advice: %s", err)
+			}
+		})
+	}
+}

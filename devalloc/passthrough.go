@@ -142,11 +142,14 @@ func (r *Passthrough) oom(size uint64, s driver.Stream, cause error) error {
 	r.st.numOOMs++
 	live := uint64(r.st.array(stAllocatedBytes).All().Current)
 	r.mu.Unlock()
-	return &OOMError{
+	e := &OOMError{
 		Device: r.dev.Ordinal(), Stream: s.ID(), Requested: size, Rounded: size,
 		DeviceFree: free, DeviceTotal: total, Allocated: live, Reserved: live, Cause: cause,
-		Advice: "the passthrough resource caches nothing: free live allocations or use a smaller request",
 	}
+	if e.Advice = tooLarge(e); e.Advice == "" {
+		e.Advice = whereUsed(e, "the passthrough resource caches nothing, so free live allocations or use a smaller request")
+	}
+	return e
 }
 
 // RecordStream notes that work on s (nil: the default stream) uses the
