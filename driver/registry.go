@@ -45,6 +45,10 @@ const (
 // OpenDefault and Open("auto", "") choose: "name" or "name:dsn".
 const EnvDriver = "ACCELKIT_DRIVER"
 
+// ErrUnknownBackend is Open of a name no backend registered, whether the
+// name was Open's argument or came from ACCELKIT_DRIVER.
+var ErrUnknownBackend = errors.New("unknown backend")
+
 // regMu guards registry; it is never held while a backend's Open or Probe
 // runs.
 var (
@@ -106,6 +110,9 @@ func Open(name, dsn string) (Driver, error) {
 				return nil, fmt.Errorf("driver: %s: %w", EnvDriver, err)
 			}
 			if n != "auto" {
+				if !registered(n) {
+					return nil, fmt.Errorf("driver: %s=%q: %w", EnvDriver, spec, unknownBackend(n))
+				}
 				return Open(n, d)
 			}
 			dsn = d
@@ -116,10 +123,23 @@ func Open(name, dsn string) (Driver, error) {
 	b, ok := registry[name]
 	regMu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("driver: unknown backend %q (registered: %s; import its package, e.g. _ \"github.com/accelkit/accelkit/driver/%s\")",
-			name, strings.Join(append(Drivers(), "auto"), ", "), name)
+		return nil, fmt.Errorf("driver: %w", unknownBackend(name))
 	}
 	return b.Open(dsn)
+}
+
+func registered(name string) bool {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	_, ok := registry[name]
+	return ok
+}
+
+// unknownBackend is the error for a name no backend registered. The hint
+// is for the program's author: a backend joins by blank import.
+func unknownBackend(name string) error {
+	return fmt.Errorf("%w %q (registered: %s; a program adds a backend by importing its package, e.g. _ \"github.com/accelkit/accelkit/driver/%s\")",
+		ErrUnknownBackend, name, strings.Join(append(Drivers(), "auto"), ", "), name)
 }
 
 // OpenDefault is Open("auto", ""): ACCELKIT_DRIVER if set, else the most

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/accelkit/accelkit/driver"
@@ -33,11 +34,13 @@ registration) it offers.
 
 flags:
 %s
-Environment: ACCELKIT_DRIVER=name[:dsn] chooses the backend when -driver is
-auto; ACCELKIT_LIBCUDA names the libcuda file the cuda backend loads.
+Environment: ACCELKIT_DRIVER=name[:dsn] chooses the backend and its
+configuration when -driver is auto (then -dsn may not be given: use
+-driver NAME -dsn ... instead); ACCELKIT_LIBCUDA names the libcuda file the
+cuda backend loads.
 
 Exit status: 0 on success (and for -h), 1 when the driver cannot be opened
-or queried, 2 on a usage error.
+or queried, 2 on a usage error: a bad flag, or a bad ACCELKIT_DRIVER.
 `
 
 // run is main without the process: it returns the exit status.
@@ -71,10 +74,33 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "accinfo: -driver %q: unknown backend; valid: %s\n", *name, strings.Join(backends, ", "))
 		return 2
 	}
-	if err := describeAll(stdout, *name, *dsn); err != nil {
+	// Open("auto") takes the backend and its configuration from
+	// ACCELKIT_DRIVER when it is set: a mistake there is the same usage
+	// error as in the flags, and the message names where it was made.
+	dsnFrom := "-dsn"
+	if spec := os.Getenv(driver.EnvDriver); *name == "auto" && spec != "" {
+		envName, envDSN, err := driver.ParseSpec(spec)
+		if err != nil {
+			fmt.Fprintf(stderr, "accinfo: %s: %v; valid backends: %s\n", driver.EnvDriver, err, strings.Join(backends, ", "))
+			return 2
+		}
+		if !slices.Contains(backends, envName) {
+			fmt.Fprintf(stderr, "accinfo: %s=%q: unknown backend %q; valid: %s, each optionally followed by :dsn (or unset %s, or pass -driver NAME)\n",
+				driver.EnvDriver, spec, envName, strings.Join(backends, ", "), driver.EnvDriver)
+			return 2
+		}
+		if *dsn != "" {
+			fmt.Fprintf(stderr, "accinfo: -dsn %q with -driver auto while %s=%q is set: the variable's configuration would be used, not -dsn; pass -driver NAME with -dsn, or unset %s\n",
+				*dsn, driver.EnvDriver, spec, driver.EnvDriver)
+			return 2
+		}
+		dsnFrom = driver.EnvDriver + "=" + strconv.Quote(spec)
+		*dsn = envDSN
+	}
+	if err := describeAll(stdout, *name, *dsn, dsnFrom); err != nil {
 		fmt.Fprintln(stderr, "accinfo:", err)
 		var bad badDSN
-		if errors.As(err, &bad) {
+		if errors.As(err, &bad) || errors.Is(err, driver.ErrUnknownBackend) {
 			return 2
 		}
 		return 1
@@ -83,19 +109,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // badDSN marks a driver that refused its configuration: a usage error.
-type badDSN struct{ err error }
+// from names where the configuration was given.
+type badDSN struct {
+	from string
+	err  error
+}
 
-func (e badDSN) Error() string { return "-dsn: " + e.err.Error() }
+func (e badDSN) Error() string { return e.from + ": " + e.err.Error() }
 func (e badDSN) Unwrap() error { return e.err }
 
-// describeAll opens the backend and prints every device.
-func describeAll(w io.Writer, name, dsn string) error {
+// describeAll opens the backend and prints every device. dsn is the
+// configuration in effect, given by dsnFrom.
+func describeAll(w io.Writer, name, dsn, dsnFrom string) error {
 	drv, err := driver.Open(name, dsn)
 	if err != nil {
 		// Backends refuse a bad configuration with ErrInvalidValue before
 		// they touch a device; an empty one is the backend's defaults.
 		if dsn != "" && errors.Is(err, driver.ErrInvalidValue) {
-			return badDSN{err}
+			return badDSN{dsnFrom, err}
 		}
 		return err
 	}

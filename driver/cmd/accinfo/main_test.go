@@ -75,3 +75,49 @@ func TestRunUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestRunEnvUsage: a mistake in ACCELKIT_DRIVER is a usage error like the
+// same mistake in -driver or -dsn (exit 2), and the message names the
+// variable and the valid backends, not a blank import.
+func TestRunEnvUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name, env string
+		args      []string
+		code      int
+		stderr    []string
+	}{
+		{"unknown backend", "nosuch", nil, 2, []string{`accinfo: ACCELKIT_DRIVER="nosuch": unknown backend "nosuch"; valid: auto, `, "sim", "unset ACCELKIT_DRIVER"}},
+		{"unknown backend with a dsn", "nosuch:devices=2", nil, 2, []string{`ACCELKIT_DRIVER="nosuch:devices=2": unknown backend "nosuch"`}},
+		{"malformed", "si m", nil, 2, []string{"accinfo: ACCELKIT_DRIVER: driver spec", "valid backends: auto, "}},
+		{"bad dsn", "sim:bogus=1", nil, 2, []string{`accinfo: ACCELKIT_DRIVER="sim:bogus=1": sim dsn: unknown key "bogus"`}},
+		{"-dsn beside it", "sim", []string{"-dsn", "devices=2"}, 2, []string{`-dsn "devices=2" with -driver auto while ACCELKIT_DRIVER="sim" is set`}},
+		{"-driver overrides it", "nosuch", []string{"-driver", "sim"}, 0, nil},
+		{"good", "sim:devices=2", nil, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("ACCELKIT_DRIVER", tc.env)
+			var out, errb bytes.Buffer
+			code := run(tc.args, &out, &errb)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, tc.code, errb.String())
+			}
+			for _, w := range tc.stderr {
+				if !strings.Contains(errb.String(), w) {
+					t.Errorf("stderr %q lacks %q", errb.String(), w)
+				}
+			}
+			if strings.Contains(errb.String(), "import") {
+				t.Errorf("stderr tells a command-line user to import a package: %q", errb.String())
+			}
+			if code != 0 && out.Len() != 0 {
+				t.Errorf("a usage error wrote to stdout: %q", out.String())
+			}
+		})
+	}
+	// The flag's own mistake gets the same status.
+	t.Setenv("ACCELKIT_DRIVER", "")
+	var out, errb bytes.Buffer
+	if code := run([]string{"-driver", "nosuch"}, &out, &errb); code != 2 {
+		t.Errorf("-driver nosuch: exit %d, want 2", code)
+	}
+}
