@@ -303,7 +303,7 @@ func (c *FileStream) openDirs() error {
 	create := !c.opts.ReadOnly
 	if c.entriesD, err = root.subdir("entries", create && !c.opts.NoCreate); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("progcache: %s has no entries/ directory: not a progcache cache (a read-only or NoCreate open creates nothing): %w", c.dir, ErrNotCache)
+			return fmt.Errorf("progcache: %s has no entries/ directory, and a read-only or NoCreate open creates nothing: %w", c.dir, ErrNotCache)
 		}
 		return fmt.Errorf("progcache: open cache directory: %w", err)
 	}

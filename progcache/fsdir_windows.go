@@ -129,7 +129,7 @@ func (d *cacheDir) readSmall(name string, limit int) ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > limit {
-		return nil, fmt.Errorf("progcache: %s is over %d bytes: not a file this cache wrote: %w", d.join(name), limit, ErrNotCache)
+		return nil, fmt.Errorf("progcache: %s is over %d bytes, so this cache did not write it: %w", d.join(name), limit, ErrNotCache)
 	}
 	return b, nil
 }

@@ -96,7 +96,7 @@ func (d *cacheDir) readSmall(name string, limit int) ([]byte, error) {
 	}
 	defer e.close()
 	if e.st.size > int64(limit) {
-		return nil, fmt.Errorf("progcache: %s is %d bytes, over %d: not a file this cache wrote: %w", e.path(), e.st.size, limit, ErrNotCache)
+		return nil, fmt.Errorf("progcache: %s is %d bytes, over %d, so this cache did not write it: %w", e.path(), e.st.size, limit, ErrNotCache)
 	}
 	return e.read(context.Background(), e.st.size)
 }

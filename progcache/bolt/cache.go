@@ -53,7 +53,7 @@ const (
 
 // ErrLocked reports a bolt file held by another process past the open
 // timeout. The file is not touched.
-var ErrLocked = errors.New("progcache: cache file locked by another process")
+var ErrLocked = errors.New("cache file locked by another process")
 
 var (
 	bucketMeta    = []byte("meta")

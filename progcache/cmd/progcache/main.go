@@ -33,6 +33,7 @@ import (
 
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/bolt"
+	"github.com/accelkit/accelkit/progcache/internal/fsmode"
 )
 
 func main() {
@@ -146,24 +147,41 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "progcache: --mac-key-file: %v (want a file holding the cache's MAC key, 16 to 64 bytes)\n", err)
 			return 1
 		}
+		if len(k) < progcache.MinMACKeyLen || len(k) > progcache.MaxMACKeyLen {
+			// Said in the flag's terms: the user set no RecordOptions.
+			fmt.Fprintf(stderr, "progcache: --mac-key-file %s holds %d bytes: want the cache's MAC key, %d to %d bytes\n", *macFile, len(k), progcache.MinMACKeyLen, progcache.MaxMACKeyLen)
+			return 1
+		}
 		rec.MACKey = k
 	}
 	// Only prune, clear and verify --fix change the cache.
 	readOnly := cmd == "stats" || cmd == "ls" || (cmd == "verify" && !*fix)
 	c, err := open(path, rec, readOnly)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		printErr(stderr, err)
 		return 1
 	}
 	defer c.Close()
 	out := &printer{w: stdout, json: *asJSON}
 	code, err := do(context.Background(), cmd, c, limit, *fix, out)
 	if err != nil {
-		fmt.Fprintln(stderr, err)
+		printErr(stderr, err)
 		return 1
 	}
 	return code
 }
+
+const prefix = "progcache: "
+
+// printErr prints err after the program's name, once: the library's
+// errors already begin with it.
+func printErr(w io.Writer, err error) {
+	fmt.Fprintln(w, prefix+strings.TrimPrefix(err.Error(), prefix))
+}
+
+// reason is an entry's error as a verify line gives it, after the key:
+// without the library's prefix, which the line does not need.
+func reason(msg string) string { return strings.TrimPrefix(msg, prefix) }
 
 func open(path string, rec progcache.RecordOptions, readOnly bool) (progcache.Admin, error) {
 	fi, err := os.Stat(path)
@@ -175,7 +193,11 @@ func open(path string, rec progcache.RecordOptions, readOnly bool) (progcache.Ad
 		// create the cache layout inside it.
 		if ents, _ := os.ReadDir(path); len(ents) > 0 {
 			if st, err := os.Lstat(filepath.Join(path, "entries")); err != nil || !st.IsDir() {
-				return nil, fmt.Errorf("progcache: %s holds files but no entries/ directory, so it is not a progcache cache directory; give the cache's own directory or a bolt file", path)
+				what := "no entries/ directory"
+				if err == nil {
+					what = "an entries that is " + fsmode.Describe(st.Mode()) + ", not a directory"
+				}
+				return nil, fmt.Errorf("progcache: %s holds files but %s, so it is not a progcache cache directory; give the cache's own directory or a bolt file", path, what)
 			}
 		}
 		return progcache.OpenFileStream(path, progcache.FileStreamOptions{Record: rec, ReadOnly: readOnly, NoCreate: true})
@@ -336,13 +358,13 @@ func report(es []progcache.EntryInfo, fix bool, out *printer) (int, error) {
 			case e.Foreign && e.MovedTo != "":
 				fmt.Fprintf(w, "foreign %s: moved to %s\n", e.Path, e.MovedTo)
 			case e.Foreign:
-				fmt.Fprintf(w, "foreign %s: %s\n", e.Path, e.Err)
+				fmt.Fprintf(w, "foreign %s: %s\n", e.Path, reason(e.Err))
 			case e.Unreadable:
-				fmt.Fprintf(w, "unreadable %s (kept): %s\n", e.Key, e.Err)
+				fmt.Fprintf(w, "unreadable %s (kept): %s\n", e.Key, reason(e.Err))
 			case fix:
-				fmt.Fprintf(w, "removed %s: %s\n", e.Key, e.Err)
+				fmt.Fprintf(w, "removed %s: %s\n", e.Key, reason(e.Err))
 			default:
-				fmt.Fprintf(w, "corrupt %s: %s\n", e.Key, e.Err)
+				fmt.Fprintf(w, "corrupt %s: %s\n", e.Key, reason(e.Err))
 			}
 		}
 		fmt.Fprintf(w, "%d entries checked: %d corrupt (%d removed), %d foreign (%d moved aside), %d unreadable with this configuration (kept)\n",

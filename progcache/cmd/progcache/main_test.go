@@ -428,3 +428,101 @@ func TestCLIWriteCommandsCreateNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestCLIPrefixOnce: every message names the program once. The library's
+// errors begin with "progcache:" and wrap sentinels; before, the sentinels'
+// text began with it too, so `progcache ls /etc/passwd` ended "left
+// untouched: progcache: not a progcache cache".
+func TestCLIPrefixOnce(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	passwd := write("passwd", []byte("root:x:0:0:root:/root:/bin/bash\n"))
+	empty := write("empty.db", nil)
+	key := write("short.key", []byte("abc"))
+	notCache := filepath.Join(dir, "notcache")
+	os.Mkdir(notCache, 0o700)
+	write("notcache/notes.txt", []byte("x"))
+	emptyDir := filepath.Join(dir, "emptydir")
+	os.Mkdir(emptyDir, 0o700)
+
+	// A bolt cache whose pages after the meta pages are overwritten.
+	damaged := filepath.Join(dir, "damaged.db")
+	bc, err := bolt.Open(damaged, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, bc, 20)
+	b, err := os.ReadFile(damaged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 2 * 4096; i < len(b); i++ {
+		b[i] = 0xff
+	}
+	write("damaged.db", b)
+
+	// A bolt cache another process (here: another open) holds.
+	locked := filepath.Join(dir, "locked.db")
+	lc, err := bolt.Open(locked, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"ls", passwd}, "left untouched: not a progcache cache"},
+		{[]string{"stats", filepath.Join(dir, "missing")}, "no such file or directory"},
+		{[]string{"ls", notCache}, "no entries/ directory"},
+		{[]string{"prune", "--max-size", "1MB", empty}, "left untouched: not a progcache cache"},
+		{[]string{"clear", emptyDir}, "has no entries/ directory, and a read-only or NoCreate open creates nothing: not a progcache cache"},
+		{[]string{"ls", damaged}, "damaged"},
+		{[]string{"prune", "--max-size", "1MB", locked}, "held by another process"},
+		{[]string{"--mac-key-file", key, "ls", notCache}, "--mac-key-file " + key + " holds 3 bytes"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(tc.args, &out, &errb)
+		msg := errb.String()
+		if code != 1 || !strings.Contains(msg, tc.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 1 and %q", tc.args, code, msg, tc.want)
+		}
+		if !strings.HasPrefix(msg, "progcache: ") || strings.Count(msg, "progcache:") != 1 {
+			t.Errorf("%q: stderr %q: want one \"progcache:\", at the start", tc.args, msg)
+		}
+		if strings.Count(msg, "not a progcache cache") > 1 {
+			t.Errorf("%q: stderr %q says \"not a progcache cache\" twice", tc.args, msg)
+		}
+	}
+
+	// verify's lines give each entry's error after its key, without the
+	// library's prefix.
+	fsDir := filepath.Join(dir, "fs")
+	fsc, err := progcache.OpenFileStream(fsDir, progcache.FileStreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, fsc, 3)
+	var flipped bool
+	filepath.WalkDir(filepath.Join(fsDir, "entries"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && !flipped {
+			b, _ := os.ReadFile(p)
+			b[len(b)/2] ^= 1
+			os.WriteFile(p, b, 0o600)
+			flipped = true
+		}
+		return nil
+	})
+	write("fs/entries/junk", []byte("x"))
+	out, code := runCLI(t, "verify", fsDir)
+	if code != 1 || !strings.Contains(out, "corrupt ") || !strings.Contains(out, "foreign entries/junk: ") || strings.Contains(out, "progcache:") {
+		t.Errorf("verify: exit %d, %q; want 1, a corrupt and a foreign line, and no \"progcache:\" in them", code, out)
+	}
+}
