@@ -125,13 +125,13 @@ import (
 
 // Allocator is a caching device allocator for one device. It is safe for
 // concurrent use by any number of goroutines, Close included.
-//
-// Locking rule (detailed in the note at the top of allocator.go): mu
-// guards free sets and their index, blocks, segments, the pointer map and
-// the counters, and hist (whether history is recorded); no driver call on
-// the hit path and none for plain segments is made under it. Lock order:
-// mu -> history.mu.
 type Allocator struct {
+	// Locking rule (detailed in the note at the top of allocator.go): mu
+	// guards free sets and their index, blocks, segments, the pointer map and
+	// the counters, and hist (whether history is recorded); no driver call on
+	// the hit path and none for plain segments is made under it. Lock order:
+	// mu -> history.mu.
+
 	dev         driver.Device
 	cfg         Config
 	vmm         driver.VMM // non-nil when expandable segments are in use

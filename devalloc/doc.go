@@ -18,6 +18,6 @@
 //	a.RecordStream(p, other) // p is also used by work on other
 //	a.Free(p)                // reused after other's queued work finishes
 //
-// An Allocator is safe for concurrent use; see the note at the top of
-// allocator.go for the locking design.
+// An Allocator, and every Resource, is safe for concurrent use by multiple
+// goroutines, Close included.
 package devalloc

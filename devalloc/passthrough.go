@@ -64,9 +64,11 @@ func Open(dev driver.Device, cfg Config) (Resource, error) {
 // have nothing to do. Its Stats count like the Allocator's, with one
 // segment per allocation and Backend "passthrough".
 //
-// Passthrough is safe for concurrent use, Close included. Locking: mu
-// guards live and st; no driver call is made under it.
+// Passthrough is safe for concurrent use, Close included.
 type Passthrough struct {
+	// Locking: mu
+	// guards live and st; no driver call is made under it.
+
 	dev driver.Device
 
 	mu     sync.Mutex

@@ -16,10 +16,13 @@ import (
 // is valid, and wraps the sentinel the conformance suite (drivertest)
 // expects. A backend keeps one DeviceState per device.
 //
-// Locking: none. Who and Public are set before the device is handed out
-// and never change; the lifecycle is one atomic pointer that only
-// advances (live, then lost, then closed).
+// Its methods, and the functions taking it, are safe for concurrent use
+// by multiple goroutines.
 type DeviceState struct {
+	// Locking: none. Who and Public are set before the device is handed out
+	// and never change; the lifecycle is one atomic pointer that only
+	// advances (live, then lost, then closed).
+
 	// Who names the device at the start of its errors: "sim device 0".
 	Who string
 	// Public is the value the backend hands out for the device (from

@@ -100,16 +100,19 @@ func (q *streamQueue) push(w waiter) {
 //
 // Deferred is safe for concurrent use.
 //
-// Locking: mu guards active, spare, ready, seq and every streamQueue,
-// entry and drainPin; pending is written under mu and read without it, so
-// Poll and Pending cost one atomic load when nothing is deferred. Defer
-// holds mu across Record so that each FIFO is in record order, and Poll
-// holds it across the event queries of the heads; both are sub-microsecond
-// driver calls. The Pool is never called with mu held, so mu and the
-// Pool's lock never nest. Callbacks run after mu is released, so a
-// callback may call Defer, Release, Poll, Pending or Drain. Drain's
-// Synchronize calls, and Release's host waits, run without mu.
+// Callbacks run with no lock of the Deferred held, so a callback may
+// call Defer, Release, Poll, Pending or Drain.
 type Deferred struct {
+	// Locking: mu guards active, spare, ready, seq and every streamQueue,
+	// entry and drainPin; pending is written under mu and read without it, so
+	// Poll and Pending cost one atomic load when nothing is deferred. Defer
+	// holds mu across Record so that each FIFO is in record order, and Poll
+	// holds it across the event queries of the heads; both are sub-microsecond
+	// driver calls. The Pool is never called with mu held, so mu and the
+	// Pool's lock never nest. Callbacks run after mu is released, so a
+	// callback may call Defer, Release, Poll, Pending or Drain. Drain's
+	// Synchronize calls, and Release's host waits, run without mu.
+
 	pool    *Pool
 	ordinal int
 

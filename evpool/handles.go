@@ -20,14 +20,14 @@ import (
 // kept: the next Get tries again. Using a handle after Close destroyed it
 // is the caller's race to avoid; Get after Close fails with an error
 // wrapping ErrClosed.
-//
-// Locking: the hit path is a sync.Map load, an atomic load of the slot's
-// ready flag and one of closed: no lock, so streams never contend on a hit.
-// mu guards inserting a new slot against Close (so Close's sweep sees every
-// slot); it is never held across create or destroy. A slot's fields are
-// written once by its creator before ready is set and done closed, and read
-// only after.
 type Handles[H any] struct {
+	// Locking: the hit path is a sync.Map load, an atomic load of the slot's
+	// ready flag and one of closed: no lock, so streams never contend on a hit.
+	// mu guards inserting a new slot against Close (so Close's sweep sees every
+	// slot); it is never held across create or destroy. A slot's fields are
+	// written once by its creator before ready is set and done closed, and read
+	// only after.
+
 	create  func(driver.Stream) (H, error)
 	destroy func(H) error
 

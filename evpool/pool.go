@@ -45,12 +45,16 @@ type PoolStats struct {
 //
 // Pool is safe for concurrent use.
 //
-// Locking: mu guards idle, closed and the counters; it is held only to push
-// or pop the idle slice and count, never across a driver call, and Pool
-// takes no other lock while holding it, so a caller may use a Pool under
-// its own locks. (A lock-free stack needs a node per Put and measured
-// slower: BenchmarkIdleSet.)
+// A Pool takes no other lock while it holds its own and never calls
+// the driver under it, so a caller may use a Pool while holding its own
+// locks.
 type Pool struct {
+	// Locking: mu guards idle, closed and the counters; it is held only to push
+	// or pop the idle slice and count, never across a driver call, and Pool
+	// takes no other lock while holding it, so a caller may use a Pool under
+	// its own locks. (A lock-free stack needs a node per Put and measured
+	// slower: BenchmarkIdleSet.)
+
 	dev     driver.Device
 	ordinal int
 	maxIdle int

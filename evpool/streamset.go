@@ -56,7 +56,8 @@ func sameStreamByKey(a, b driver.Stream) bool {
 // to three streams), so membership is a linear scan that allocates
 // nothing.
 //
-// A StreamSet is not safe for concurrent use; its owner's lock guards it.
+// A StreamSet is not safe for concurrent use: goroutines that share one
+// must hold a lock of their own around every call.
 type StreamSet struct {
 	s []driver.Stream
 }

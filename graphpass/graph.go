@@ -17,13 +17,17 @@ import (
 // Graph is a decoded GraphDef. It keeps its own copy of the input, so the
 // caller may reuse the buffer given to Decode.
 //
-// Locking: a Graph has no mutex. Once-built state is guarded by a sync.Once
-// each (ptrsOnce: ptrs; nameOnce: byName; detailOnce: details), and each
-// node's decoded inputs and attrs are published through an
-// atomic.Pointer in details, so concurrent readers may share a Graph;
-// SetDevice writes its Node without a lock, so a pass that changes a Graph
-// needs it to itself (no reader, no other writer) while it runs.
+// Concurrent readers may share a Graph. A pass that changes it
+// (SetDevice) needs it to itself, with no reader and no other writer,
+// while it runs.
 type Graph struct {
+	// Locking: a Graph has no mutex. Once-built state is guarded by a sync.Once
+	// each (ptrsOnce: ptrs; nameOnce: byName; detailOnce: details), and each
+	// node's decoded inputs and attrs are published through an
+	// atomic.Pointer in details, so concurrent readers may share a Graph;
+	// SetDevice writes its Node without a lock, so a pass that changes a Graph
+	// needs it to itself (no reader, no other writer) while it runs.
+
 	raw    string // the input; decoded strings are substrings of it
 	buf    []byte // raw's bytes, for protowire; never written
 	nodes  []Node // every NodeDef, in input order
@@ -44,9 +48,8 @@ type Graph struct {
 //
 // A Node records where its fields are in the Graph's copy of the input: its
 // name and op are substrings of it, and its inputs and attrs are decoded on
-// first use (Inputs, Attrs, Attr; see detail.go), so decoding a graph costs
-// one small record per node. Passes read attrs straight from the bytes
-// (attrscan.go).
+// first use (Inputs, Attrs, Attr), so decoding a graph costs one small
+// record per node. Passes read attrs straight from the bytes.
 type Node struct {
 	g       *Graph
 	device  string // the current device; a substring of g.raw until SetDevice

@@ -29,10 +29,13 @@ type HostMemoryEntry struct {
 // HostMemoryTable maps op types to the host-memory ports of their device
 // kernels.
 //
-// Locking: a table has no mutex. It is read-only once built: every method
-// only reads it, so it is safe for concurrent use, and a caller that edits
-// Ops must do so before sharing it.
+// A table is read-only once built: it is safe for concurrent use, and a
+// caller that edits Ops must do so before sharing it.
 type HostMemoryTable struct {
+	// Locking: a table has no mutex. It is read-only once built: every method
+	// only reads it, so it is safe for concurrent use, and a caller that edits
+	// Ops must do so before sharing it.
+
 	Source string                     `json:"source"`
 	Ops    map[string]HostMemoryEntry `json:"ops"`
 }

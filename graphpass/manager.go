@@ -65,10 +65,14 @@ func (r Report) String() string {
 
 // Manager runs passes in order.
 //
-// Locking: a Manager has no mutex. Configure it (Enable) before use; Run
-// only reads its passes and switches, so it may then be called from several
-// goroutines on different graphs, but Enable must not race with Run.
+// Configure a Manager (Enable) before use; Run may then be called from
+// several goroutines on different graphs, but Enable must not run
+// concurrently with Run.
 type Manager struct {
+	// Locking: a Manager has no mutex. Configure it (Enable) before use; Run
+	// only reads its passes and switches, so it may then be called from several
+	// goroutines on different graphs, but Enable must not race with Run.
+
 	passes  []Pass
 	enabled []bool
 }

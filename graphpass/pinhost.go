@@ -87,12 +87,12 @@ type PinOptions struct {
 // the working memory of its last run, which the next run reuses (about 50
 // bytes per node of the largest graph it has run on, until the pass is
 // dropped). It is safe for concurrent use on different graphs.
-//
-// Locking: no mutex. The options are written once, by NewPinHostCompute;
-// spare is swapped atomically, so a run takes the spare working state or,
-// when another run holds it, makes its own, and keeps it to itself until it
-// ends.
 type PinHostCompute struct {
+	// Locking: no mutex. The options are written once, by NewPinHostCompute;
+	// spare is swapped atomically, so a run takes the spare working state or,
+	// when another run holds it, makes its own, and keeps it to itself until it
+	// ends.
+
 	opts  PinOptions
 	spare atomic.Pointer[pinState]
 }

@@ -28,16 +28,16 @@ import (
 
 // Allocator caches pinned host buffers of one device. It is safe for
 // concurrent use.
-//
-// Locking: one mutex, the embedded core's mu, guards the free lists
-// (buckets), the age list, block and slab states, Buffer.freed and
-// Buffer.streams, closed and the stats. It is held only to take, put and
-// count, never across a driver call (HostAlloc, HostFree) or a call into
-// evpool (event records, Poll, Drain, the host waits of a free), so other
-// callers keep hitting the cache while a slow driver call runs; Deferred
-// callbacks take it themselves. opts, perDbl, pageSize and the core's
-// device and event pool never change after New.
 type Allocator struct {
+	// Locking: one mutex, the embedded core's mu, guards the free lists
+	// (buckets), the age list, block and slab states, Buffer.freed and
+	// Buffer.streams, closed and the stats. It is held only to take, put and
+	// count, never across a driver call (HostAlloc, HostFree) or a call into
+	// evpool (event records, Poll, Drain, the host waits of a free), so other
+	// callers keep hitting the cache while a slow driver call runs; Deferred
+	// callbacks take it themselves. opts, perDbl, pageSize and the core's
+	// device and event pool never change after New.
+
 	core
 	opts     Options
 	perDbl   int

@@ -14,12 +14,12 @@ import (
 // Direct hands out pinned host buffers of one device straight from the
 // driver, with stream-ordered frees and the Allocator's Stats. It is safe
 // for concurrent use.
-//
-// Locking: the embedded core's mu guards Buffer.freed and Buffer.streams,
-// block states, closed and the stats, and is never held across a driver
-// call or a call into evpool. opts and the core's device and event pool
-// never change after NewDirect.
 type Direct struct {
+	// Locking: the embedded core's mu guards Buffer.freed and Buffer.streams,
+	// block states, closed and the stats, and is never held across a driver
+	// call or a call into evpool. opts and the core's device and event pool
+	// never change after NewDirect.
+
 	core
 	opts DirectOptions
 }

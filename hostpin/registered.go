@@ -27,10 +27,14 @@ import (
 // page-locked in place (Stager.Register). The Stager's copies from or to a
 // slice lying inside it are one asynchronous DMA each, with no staging.
 //
-// Locking: mu guards live. A Stager copy through the registration holds mu
-// shared from its check of live until its DMA is done; Unregister holds it
-// exclusively, so it waits for those copies and none starts after it.
+// A Registered is safe for concurrent use by multiple goroutines.
+// Unregister waits for the Stager copies through the registration that
+// have started, and none starts after it.
 type Registered struct {
+	// Locking: mu guards live. A Stager copy through the registration holds mu
+	// shared from its check of live until its DMA is done; Unregister holds it
+	// exclusively, so it waits for those copies and none starts after it.
+
 	st  *Stager
 	hr  driver.HostRegisterDevice
 	buf *driver.HostBuffer

@@ -169,15 +169,19 @@ type Source interface {
 // Stager copies between pageable Go memory and device memory through pinned
 // chunks of a Source.
 //
-// Locking: src, dev and opts are set by NewStager and never change; regs,
-// the registrations made through Register, has its own lock, held only to
-// look a slice up or to add or remove a registration. Any number of goroutines may copy at
-// once, to any streams; every call keeps its own job (slots, events,
-// workers, its first error; see job for how its workers share it), and the
-// Source serialises what the calls share. A Stager holds no resource
-// between calls (a call's workers and slots end with it), so it has no
-// Close.
+// A Stager is safe for concurrent use by multiple goroutines: any number
+// may copy at once, to any streams. It holds no resource between calls,
+// so it has no Close.
 type Stager struct {
+	// Locking: src, dev and opts are set by NewStager and never change; regs,
+	// the registrations made through Register, has its own lock, held only to
+	// look a slice up or to add or remove a registration. Any number of goroutines may copy at
+	// once, to any streams; every call keeps its own job (slots, events,
+	// workers, its first error; see job for how its workers share it), and the
+	// Source serialises what the calls share. A Stager holds no resource
+	// between calls (a call's workers and slots end with it), so it has no
+	// Close.
+
 	src  Source
 	dev  driver.Device
 	opts StagerOptions // defaults filled in

@@ -152,8 +152,8 @@ type FileStreamOptions struct {
 	// VerifyEveryRead computes every entry's checksum on every read. By
 	// default a file whose checksum passed is not checked again while its
 	// identity (device, inode, size, mtime, ctime) stays the same, which
-	// every write to it changes (see filestream_read.go); a MAC-sealed
-	// cache verifies every read either way.
+	// every write to it changes; a MAC-sealed cache verifies every read
+	// either way.
 	VerifyEveryRead bool
 	// AllowSharedRoot opens a root directory that is writable by its
 	// group or by everyone. Without it such a root is refused: whoever can
@@ -196,20 +196,20 @@ var (
 
 // FileStream is a directory-backed cache, safe for concurrent use by many
 // goroutines and many processes (and hosts on a shared filesystem).
-//
-// Locking: life guards the open directory handles and closed: every
-// operation holds it shared while it uses a handle (enter and enterWrite
-// take it), and Close takes it exclusively to close them, so a descriptor
-// is never used after it was closed (and perhaps reused by the process for
-// another file). A method whose name ends in Locked expects life held
-// (shared, or exclusively where it says so), or runs in OpenFileStream
-// before the cache is shared; no method holding life calls another that
-// takes it. pruneMu serialises this process's prunes and is taken under
-// life, never the other way round; bytes and the counters are atomics;
-// group has its own lock and is never held with life. Cross-process safety
-// comes from atomic renames and identity checks, never from in-process
-// locks.
 type FileStream struct {
+	// Locking: life guards the open directory handles and closed: every
+	// operation holds it shared while it uses a handle (enter and enterWrite
+	// take it), and Close takes it exclusively to close them, so a descriptor
+	// is never used after it was closed (and perhaps reused by the process for
+	// another file). A method whose name ends in Locked expects life held
+	// (shared, or exclusively where it says so), or runs in OpenFileStream
+	// before the cache is shared; no method holding life calls another that
+	// takes it. pruneMu serialises this process's prunes and is taken under
+	// life, never the other way round; bytes and the counters are atomics;
+	// group has its own lock and is never held with life. Cross-process safety
+	// comes from atomic renames and identity checks, never from in-process
+	// locks.
+
 	dir, entries, tmp, trash, locks, stats string // paths, for messages
 	opts                                   FileStreamOptions
 
@@ -397,7 +397,8 @@ func (c *FileStream) get(ctx context.Context, k Key, countMiss bool) (Object, bo
 
 // View lends fn the entry's record in a buffer this cache reuses (see
 // Viewer): a hit allocates nothing. The record is checked as Get checks it
-// (see filestream_read.go for when its checksum is computed again).
+// (see FileStreamOptions.VerifyEveryRead for when its checksum is computed
+// again).
 func (c *FileStream) View(ctx context.Context, k Key, fn func(View) error) (bool, error) {
 	return c.read(ctx, k, true, true, fn)
 }

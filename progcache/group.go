@@ -29,10 +29,13 @@ import (
 // right object (the key names it), but a caller on one cache may get an
 // object compiled for, and stored only in, the other.
 //
-// Locking: mu guards calls; a call's result fields are written by its
-// leader before done is closed and read by waiters only after. Nothing
-// runs compile, or a cache method, while holding mu.
+// A Group is safe for concurrent use by multiple goroutines; it never
+// holds its lock while compile or a cache method runs.
 type Group struct {
+	// Locking: mu guards calls; a call's result fields are written by its
+	// leader before done is closed and read by waiters only after. Nothing
+	// runs compile, or a cache method, while holding mu.
+
 	mu    sync.Mutex
 	calls map[Key]*flight
 

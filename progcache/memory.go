@@ -25,11 +25,13 @@ var (
 // keeps the caller's Object (do not modify its Code or maps afterwards) and
 // Get returns it as stored. Get promotes an entry; Contains and Len do not.
 //
-// Memory is safe for concurrent use. Locking: mu guards lru, closed and
-// stats (opts is set once, before the cache is shared); no method calls
-// out while holding it. group has its own lock and is never held together
-// with mu.
+// Memory is safe for concurrent use.
 type Memory struct {
+	// Locking: mu guards lru, closed and
+	// stats (opts is set once, before the cache is shared); no method calls
+	// out while holding it. group has its own lock and is never held together
+	// with mu.
+
 	mu     sync.Mutex
 	opts   MemoryOptions
 	lru    lru.LRU[Key, Object] // sizes are Object.Size

@@ -142,13 +142,16 @@ var (
 // Use the Tiered value, not its tiers, for GetOrCompile: the tiers' own
 // Groups know nothing of each other's flights.
 //
-// Locking: Tiered has no lock of its own on its paths. Its counters are
-// atomics, closed is set once by Close, and opts, the tiers and the
-// Leaser never change; the tiers and the Leaser are safe for concurrent
-// use and are called with no Tiered lock held. The remote put queue has
-// its own lock (putQueue), never held while a tier is called; group has
-// its own, never held together with the queue's.
+// A Tiered is safe for concurrent use by multiple goroutines, Close
+// included.
 type Tiered struct {
+	// Locking: Tiered has no lock of its own on its paths. Its counters are
+	// atomics, closed is set once by Close, and opts, the tiers and the
+	// Leaser never change; the tiers and the Leaser are safe for concurrent
+	// use and are called with no Tiered lock held. The remote put queue has
+	// its own lock (putQueue), never held while a tier is called; group has
+	// its own, never held together with the queue's.
+
 	local, remote Cache
 	opts          TieredOptions
 

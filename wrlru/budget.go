@@ -25,12 +25,12 @@ import (
 // and no shared budget stamps every hit with a new epoch and has only its
 // own shard to choose from, so it evicts in exact LRU order.
 //
-// Locking rule: used and epoch are atomics; mu guards members only and is
-// never held together with a shard lock.
-//
 // A Budget is safe for concurrent use. A member cache that is collected
 // leaves the budget and gives its slots back.
 type Budget struct {
+	// Locking rule: used and epoch are atomics; mu guards members only and is
+	// never held together with a shard lock.
+
 	max   int64
 	used  atomic.Int64 // resident entries plus slots reserved by inserts
 	_     [56]byte     // used is written by inserts, epoch read by every hit

@@ -95,18 +95,18 @@ const (
 // value that does keeps the object, and so the entry, alive for as long as
 // the entry stays in the cache.
 //
-// Locking: each shard's RWMutex guards that shard's entry map, heap,
-// in-flight calls, object records and miss counter; hits take no lock (they
-// read the shard's immutable read view and update atomics only), lookups of
-// entries newer than the view hold it for reading, everything else holds it
-// for writing. At most one shard lock is held at a time, and never while fn
-// runs. A section that hashes a caller's key under a shard lock releases
-// the lock by defer, since hashing may panic. The hit stripes and the
-// Budget's counters are atomics; the Budget's member list has its own mutex,
-// never held with a shard lock.
-//
 // A Cache is safe for concurrent use by multiple goroutines.
 type Cache[T any, A comparable, V any] struct {
+	// Locking: each shard's RWMutex guards that shard's entry map, heap,
+	// in-flight calls, object records and miss counter; hits take no lock (they
+	// read the shard's immutable read view and update atomics only), lookups of
+	// entries newer than the view hold it for reading, everything else holds it
+	// for writing. At most one shard lock is held at a time, and never while fn
+	// runs. A section that hashes a caller's key under a shard lock releases
+	// the lock by defer, since hashing may panic. The hit stripes and the
+	// Budget's counters are atomics; the Budget's member list has its own mutex,
+	// never held with a shard lock.
+
 	fn     func(context.Context, *T, A) (V, error)
 	shards []*shard[T, A, V]
 	shift  uint // 64 - log2(len(shards)); shard index = hash(addr) >> shift

@@ -20,12 +20,12 @@ import (
 // driver.Device that Driver.Device returns offers VMM, Peer and
 // HostRegisterDevice only when configured (driver.Compose); Hooks recovers
 // the *Device from it. Safe for concurrent use.
-//
-// Locking: mu guards used, streams, nextStream, handles, nextHandle,
-// peersOn and the fault-injection state. Lock order: mu before a table's mu;
-// mu is never held while taking a stream's or an event's mu. mem and host
-// have their own locks (see table); state and the counters are atomic.
 type Device struct {
+	// Locking: mu guards used, streams, nextStream, handles, nextHandle,
+	// peersOn and the fault-injection state. Lock order: mu before a table's mu;
+	// mu is never held while taking a stream's or an event's mu. mem and host
+	// have their own locks (see table); state and the counters are atomic.
+
 	drv     *Driver
 	ordinal int
 	cfg     Config

@@ -130,13 +130,13 @@ func parseConfig(dsn string, vmmOK bool) (Config, error) {
 }
 
 // Driver is an opened simulated backend. It is safe for concurrent use.
-//
-// Locking: mu guards closed; devices is immutable after New. regMu
-// serialises HostRegister across the devices, so that the overlap check
-// against every device's host table and the insert are one step; it is
-// taken before a table's mu and never while holding a device's or a
-// stream's mu.
 type Driver struct {
+	// Locking: mu guards closed; devices is immutable after New. regMu
+	// serialises HostRegister across the devices, so that the overlap check
+	// against every device's host table and the insert are one step; it is
+	// taken before a table's mu and never while holding a device's or a
+	// stream's mu.
+
 	cfg     Config
 	devices []*Device
 	mu      sync.Mutex

@@ -112,18 +112,18 @@ var (
 // (others get ErrLocked), and the file must not live on a network
 // filesystem, whose locks bbolt cannot trust: use progcache.FileStream to
 // share a cache between processes or hosts.
-//
-// Locking: mu guards lru, pending, closed, broken, gen, stats, setAside and
-// flushed (path and opts are set once, in Open); it is held across bbolt
-// write transactions (bbolt allows one writer anyway) but not across the
-// read transactions of Get and Entries. A function whose name ends in
-// Locked expects mu held (or runs in Open, before the cache is shared).
-// dbMu guards h, the open file: every bbolt transaction holds it for
-// reading, and replacing or closing h holds it for writing, so no
-// transaction is open on a handle being closed. Lock order: mu, then dbMu;
-// nothing takes mu while holding dbMu. group has its own lock and is never
-// held together with either.
 type Cache struct {
+	// Locking: mu guards lru, pending, closed, broken, gen, stats, setAside and
+	// flushed (path and opts are set once, in Open); it is held across bbolt
+	// write transactions (bbolt allows one writer anyway) but not across the
+	// read transactions of Get and Entries. A function whose name ends in
+	// Locked expects mu held (or runs in Open, before the cache is shared).
+	// dbMu guards h, the open file: every bbolt transaction holds it for
+	// reading, and replacing or closing h holds it for writing, so no
+	// transaction is open on a handle being closed. Lock order: mu, then dbMu;
+	// nothing takes mu while holding dbMu. group has its own lock and is never
+	// held together with either.
+
 	path string
 	opts Options
 

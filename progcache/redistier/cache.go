@@ -41,11 +41,13 @@ var (
 // reuses the record it passed to SET, and Get hands the bytes of a GET's
 // reply to its caller.
 //
-// Locking: mu guards closed and leases, so that Close and Acquire agree on
-// which leases Close must release; nothing talks to Redis under mu. The
-// counters are atomics, the breaker has its own lock, group has its own
-// and is never held with mu. Everything else is set in New and only read.
+// A Cache is safe for concurrent use by multiple goroutines.
 type Cache struct {
+	// Locking: mu guards closed and leases, so that Close and Acquire agree on
+	// which leases Close must release; nothing talks to Redis under mu. The
+	// counters are atomics, the breaker has its own lock, group has its own
+	// and is never held with mu. Everything else is set in New and only read.
+
 	client  redis.UniversalClient
 	opts    Options // defaults filled in
 	ks      keyspace
@@ -90,7 +92,7 @@ func New(client redis.UniversalClient, opts Options) (*Cache, error) {
 }
 
 // Guarded reports whether every connection of the client reads replies
-// through the reply guard (guard.go), which refuses a reply that declares
+// through the reply guard, which refuses a reply that declares
 // more than about max(Options.MaxEntryBytes, MinReplyLimit) bytes before
 // go-redis allocates it: nil when New could hook the client before it
 // opened a connection, else an error saying what reads unguarded (a client

@@ -29,13 +29,13 @@
 // separates deployments on one server, Options.TTL expires entries,
 // Options.MaxEntryBytes caps an entry and Options.MaxBytes a namespace.
 //
+// Concurrency: Cache and Lease are safe for concurrent use; Options and
+// Stats are plain values.
+package redistier
+
 // The files: cache.go (Cache, New and the progcache.Cache methods),
 // options.go, keyspace.go (the key layout), call.go (one Redis call: the
 // timeout and what a failure counts as), breaker.go, index.go (the
 // MaxBytes budget), scan.go (Len and Clear over every master), lease.go,
 // prefetch.go, stats.go, errors.go, guard.go (the reply guard: a dial hook
 // New adds to the client) and resp.go (its RESP length scanner).
-//
-// Concurrency: Cache and Lease are safe for concurrent use; Options and
-// Stats are plain values.
-package redistier

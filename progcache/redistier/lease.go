@@ -72,13 +72,15 @@ return 0`)
 // while it is held, no other Acquire of the key, in any process sharing
 // the namespace, succeeds. A heartbeat extends it until Release.
 //
-// Locking: the fields above lostOnce are set before the lease is shared
-// (stop, which ends the heartbeat goroutine, may be called any number of
-// times; the goroutine closes done when it returns). lostOnce closes lost
-// once. relMu serialises releases and guards released; it is held while
-// a release talks to Redis, which is all a second Release could wait
-// for.
+// A Lease is safe for concurrent use by multiple goroutines.
 type Lease struct {
+	// Locking: the fields above lostOnce are set before the lease is shared
+	// (stop, which ends the heartbeat goroutine, may be called any number of
+	// times; the goroutine closes done when it returns). lostOnce closes lost
+	// once. relMu serialises releases and guards released; it is held while
+	// a release talks to Redis, which is all a second Release could wait
+	// for.
+
 	c     *Cache
 	k     progcache.Key
 	key   string

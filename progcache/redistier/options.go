@@ -57,8 +57,8 @@ const (
 // its records are sealed: Record.MACKey, or TrustedNetworkNoMAC.
 type Options struct {
 	// Namespace separates deployments that share one Redis: every key
-	// the cache writes starts with "progcache:<Namespace>:" (keyspace.go
-	// has the layout), so an ACL key pattern can confine a user to one.
+	// the cache writes starts with "progcache:<Namespace>:", so an ACL
+	// key pattern can confine a user to one.
 	// 1 to MaxNamespaceLen characters of A-Z a-z 0-9 . _ -; "" means
 	// DefaultNamespace.
 	Namespace string

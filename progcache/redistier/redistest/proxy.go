@@ -11,10 +11,12 @@ import (
 // that hangs) or cut them (every connection closed, new ones closed at
 // once: a server that is gone), then restore them.
 //
-// Locking: mu guards stalled, resume, cut and conns; a forwarding
-// goroutine takes it only to read the state, never while it reads or
-// writes a connection.
+// A Proxy is safe for concurrent use by multiple goroutines.
 type Proxy struct {
+	// Locking: mu guards stalled, resume, cut and conns; a forwarding
+	// goroutine takes it only to read the state, never while it reads or
+	// writes a connection.
+
 	// Addr is the address clients dial.
 	Addr   string
 	target string
