@@ -24,13 +24,15 @@ import (
 	_ "modernc.org/sqlite"
 )
 
-// Cache is a SQLite-backed progcache.Cache. It is safe for concurrent use:
-// SQLite serialises writers; mu only guards the byte total used for
-// eviction, taken around each write transaction. life guards closed and
-// the open database: every operation holds it shared while it uses db
-// (enter), and Close holds it exclusively to close db, so no query runs on
-// a closed database. Lock order: life, then mu.
+// Cache is a SQLite-backed progcache.Cache. It is safe for concurrent use
+// by multiple goroutines, Close included.
 type Cache struct {
+	// Locking: SQLite serialises writers; mu only guards the byte total
+	// used for eviction, taken around each write transaction. life guards
+	// closed and the open database: every operation holds it shared while
+	// it uses db (enter), and Close holds it exclusively to close db, so no
+	// query runs on a closed database. Lock order: life, then mu.
+
 	db       *sql.DB
 	maxBytes int64
 	mu       sync.Mutex // serialises Put/Delete/Clear so the byte total stays exact

@@ -1,4 +1,4 @@
-package tfcompat
+package release
 
 import (
 	"go/ast"
@@ -17,18 +17,32 @@ import (
 // locking notes, lock and mutex field names, source file names.
 var internalDoc = regexp.MustCompile(`Locking( rule)?:|(?i:\block order\b)|\bmu\b|\b[a-z]\w*Mu\b|\b\w+\.go\b|\bguards\b`)
 
-// TestGodocIsAboutUse: the godoc of this module's packages (the package
-// doc, exported types, their exported fields, functions and methods)
-// says how to use them, not how they lock. The locking rule of each
-// concurrent type is a comment at the top of its body instead, which
-// godoc does not show; godoc says what is safe to call concurrently.
+// TestGodocIsAboutUse: the godoc of every module's packages (the package
+// doc, exported types, their exported fields, functions and methods) says
+// how to use them, not how they lock. The locking rule of each concurrent
+// type is a comment at the top of its body instead, which godoc does not
+// show; godoc says what is safe to call concurrently. Internal and command
+// packages are left out: no user reads their godoc.
 func TestGodocIsAboutUse(t *testing.T) {
-	err := filepath.WalkDir(".", func(dir string, d fs.DirEntry, err error) error {
+	root := repoRoot(t)
+	for _, m := range workspaceModules(t, root) {
+		if strings.HasPrefix(m, "tools/") {
+			continue
+		}
+		checkModuleGodoc(t, filepath.Join(root, m))
+	}
+}
+
+// checkModuleGodoc checks the packages of the module in modDir, not those
+// of modules nested in it.
+func checkModuleGodoc(t *testing.T, modDir string) {
+	t.Helper()
+	err := filepath.WalkDir(modDir, func(dir string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return err
 		}
-		if dir != "." {
-			if n := d.Name(); n == "testdata" || n == "internal" || strings.HasPrefix(n, ".") {
+		if dir != modDir {
+			if n := d.Name(); n == "testdata" || n == "internal" || n == "cmd" || strings.HasPrefix(n, ".") {
 				return filepath.SkipDir
 			}
 			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
