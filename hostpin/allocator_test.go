@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -318,6 +319,9 @@ func TestBadInput(t *testing.T) {
 				if !errors.Is(err, w) {
 					t.Errorf("error %q does not match %q", err, w)
 				}
+			}
+			if n := strings.Count(err.Error(), "hostpin:"); n != 1 {
+				t.Errorf("error %q names the package %d times, want once", err, n)
 			}
 		})
 	}

@@ -45,7 +45,7 @@ func (c *core) recordStream(b *Buffer, s driver.Stream) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b.freed {
-		return fmt.Errorf("hostpin: RecordStream after Free: %w", ErrDoubleFree)
+		return fmt.Errorf("%w: RecordStream after Free", ErrDoubleFree) // the sentinel names the package
 	}
 	b.streams.Add(s)
 	return nil
