@@ -54,9 +54,8 @@ type Measurement struct {
 	Base         float64 // 0: no baseline
 	BaseName     string
 	HigherBetter bool
-	Goal         string
-	// GoalOK judges the aggregated row; nil when Goal only informs.
-	GoalOK func(r report.Row) bool
+	// Goal is judged on the aggregated row; the zero Goal is none.
+	Goal Goal
 }
 
 // Output is one repetition of a suite.
@@ -94,6 +93,8 @@ type Extra struct {
 	// ProgcacheBackends adds named caches to the progcache suite; open
 	// creates one in dir.
 	ProgcacheBackends []NamedCache
+
+	loadavg string // the load average's file; "": /proc/loadavg on Linux
 }
 
 // Main runs accbench with args (without the program name) and returns the
@@ -207,8 +208,10 @@ func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int 
 	res := &report.Results{
 		Schema: report.Schema, Started: time.Now(), Command: "accbench " + strings.Join(args, " "),
 		Host: hostInfo(), Driver: drv.Name() + " (" + drv.Version() + ")", Device: dev.Name(),
-		Simulated: isSimulated(dev), Quick: *quick, Count: *count,
+		Simulated: isSimulated(dev), Quick: *quick, Count: *count, RatioLegend: report.RatioLegend,
 	}
+	warn := func(msg string) { fmt.Fprintln(stderr, "accbench: warning:", msg) }
+	recordLoad(&res.Load, extra.loadavg, warn)
 	env := &Env{Ctx: ctx, Driver: drv, Dev: dev, Simulated: res.Simulated, Quick: *quick, Out: *out, Trace: *traceFile, Extra: extra,
 		out: od, traceEvents: traceEvents}
 	start := time.Now()
@@ -230,6 +233,8 @@ func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int 
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
+	res.Unmeasured = unmeasuredPeerGoals(res, *peers != "")
+	recordLoad(&res.Load, extra.loadavg, warn)
 	if err := writeOutputs(res, od); err != nil {
 		fmt.Fprintln(stderr, "accbench:", err)
 		return 1
@@ -237,8 +242,9 @@ func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int 
 	if *jsonOut {
 		err = res.WriteJSON(stdout)
 	} else {
+		// The verdict ends the table; the full figures are in the files.
+		fmt.Fprintf(stdout, "wrote %s and %s (every figure, with notes and charts)\n\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "report.html"))
 		err = res.WriteTable(stdout)
-		fmt.Fprintf(stdout, "\nwrote %s and %s\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "report.html"))
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "accbench:", err)
@@ -300,13 +306,13 @@ func aggregate(outs []Output) []report.Row {
 	index := map[string]int{}
 	ours := map[string][]float64{}
 	base := map[string][]float64{}
-	goals := map[string]func(report.Row) bool{}
+	goals := map[string]Goal{}
 	for _, o := range outs {
 		for _, m := range o.Measurements {
 			if _, ok := index[m.Case]; !ok {
 				index[m.Case] = len(rows)
-				rows = append(rows, report.Row{Case: m.Case, Unit: m.Unit, BaseName: m.BaseName, HigherBetter: m.HigherBetter, Goal: m.Goal})
-				goals[m.Case] = m.GoalOK
+				rows = append(rows, report.Row{Case: m.Case, Unit: m.Unit, BaseName: m.BaseName, HigherBetter: m.HigherBetter})
+				goals[m.Case] = m.Goal
 			}
 			ours[m.Case] = append(ours[m.Case], m.Ours)
 			if m.Base != 0 {
@@ -322,9 +328,9 @@ func aggregate(outs []Output) []report.Row {
 			r.Base = &st
 		}
 		r.ComputeRatio()
-		if g := goals[r.Case]; g != nil {
-			ok := g(*r)
-			r.GoalMet = &ok
+		if g := goals[r.Case]; !g.IsZero() {
+			ok := g.Met(*r)
+			r.Goal, r.GoalMet = g.Text(r.Unit), &ok
 		}
 	}
 	return rows

@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"runtime"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/accelkit/accelkit/bench/report"
 	_ "github.com/accelkit/accelkit/driver/sim"
@@ -28,8 +30,18 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("progress on stderr lacks %q:\n%s", want, stderr.String())
 		}
 	}
-	if !strings.Contains(stdout.String(), "simulated") || !strings.Contains(stdout.String(), "training: peak reserved / peak allocated, plain") {
+	if !strings.Contains(stdout.String(), "simulated") || !strings.Contains(stdout.String(), "training plain: fragmentation") {
 		t.Errorf("summary table:\n%s", stdout.String())
+	}
+	// The table reads in a 120-column terminal with no name cut, and
+	// ends with the verdict.
+	for _, l := range strings.Split(stdout.String(), "\n") {
+		if n := utf8.RuneCountInString(l); n > report.TableWidth || strings.Contains(l, "…") {
+			t.Errorf("%d columns or a cut cell: %q", n, l)
+		}
+	}
+	if blocks := strings.Split(strings.TrimSpace(stdout.String()), "\n\n"); !strings.HasPrefix(blocks[len(blocks)-1], "verdict: ") {
+		t.Errorf("the table does not end with the verdict:\n%s", stdout.String())
 	}
 	f, err := os.Open(filepath.Join(out, "results.json"))
 	if err != nil {
@@ -40,8 +52,11 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Suites) != 4 || !res.Simulated {
-		t.Errorf("results: %d suites, simulated %v", len(res.Suites), res.Simulated)
+	if len(res.Suites) != 4 || !res.Simulated || res.RatioLegend != report.RatioLegend {
+		t.Errorf("results: %d suites, simulated %v, ratio legend %q", len(res.Suites), res.Simulated, res.RatioLegend)
+	}
+	if runtime.GOOS == "linux" && (res.Load.Start == nil || res.Load.End == nil || res.Load.Start.CPUs != runtime.NumCPU() || res.Load.BusyRule == "") {
+		t.Errorf("load not recorded at start and end: %+v", res.Load)
 	}
 	for _, s := range res.Suites {
 		if s.Error != "" || len(s.Rows) == 0 {
@@ -149,7 +164,7 @@ func TestUsage(t *testing.T) {
 }
 
 func TestMergePeers(t *testing.T) {
-	shapes := "shapes: peak reserved / peak allocated, plain"
+	shapes := fragCase("shapes", "plain")
 	policy := report.NewStat(1.43)
 	res := &report.Results{Suites: []report.Suite{
 		{Name: "devalloc", Rows: []report.Row{{Case: hitPathCase, Unit: "ns/pair", Ours: report.NewStat(100)}}},

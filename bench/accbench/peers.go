@@ -98,50 +98,90 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// peerTarget says where a peer figure goes: the suite and case of our row,
-// the unit conversion, and the goal judged on the ratio.
+// peerTarget says where a peer figure goes: the suite and case of our
+// row, and the goal judged on the ratio to the peer.
 type peerTarget struct {
 	suite, ours string
-	goal        string
-	goalOK      func(r report.Row) bool
+	goal        Goal
 }
 
 func targetFor(r peerRecord) (peerTarget, bool) {
-	half := func(r report.Row) bool { return r.Ratio >= 2 }
-	parity := func(r report.Row) bool { return r.Ratio >= 1 }
 	switch {
 	case r.Peer == "torch" && r.Case == "device_pool":
-		return peerTarget{"devalloc", hitPathCase, "<= 0.5x PyTorch", half}, true
+		return peerTarget{"devalloc", hitPathCase, goalHitPathVsTorch}, true
 	case r.Peer == "torch" && r.Case == "device_warm":
-		return peerTarget{"devalloc", warmCase(uint64(r.Size)), "", nil}, true
+		return peerTarget{"devalloc", warmCase(uint64(r.Size)), Goal{}}, true
 	case r.Peer == "torch" && r.Case == "host_pair":
-		return peerTarget{"hostpin", "alloc+free " + sizeName(r.Size), "<= PyTorch", parity}, true
+		return peerTarget{"hostpin", "alloc+free " + sizeName(r.Size), goalHostpinVsTorch}, true
 	case r.Peer == "torch" && r.Case == "trace":
 		mode := "plain"
 		if r.Config == "expandable" {
 			mode = "expandable"
 		}
 		name := strings.TrimSuffix(r.Trace, ".csv")
-		t := peerTarget{"replay", fmt.Sprintf("%s: peak reserved / peak allocated, %s", name, mode), "", nil}
+		t := peerTarget{"replay", fragCase(name, mode), Goal{}}
 		if name == "shapes" && mode == "plain" { // issue 27: at most 0.8x PyTorch's default
-			t.goal, t.goalOK = "<= 0.8x PyTorch", func(r report.Row) bool { return r.Ratio >= 1.25 }
+			t.goal = goalShapesVsTorch
 		}
 		return t, true
 	case r.Peer == "cuda.core":
 		switch r.Case {
 		case "inmemory_put":
-			return peerTarget{"progcache", "memory put 64 KiB", "", nil}, true
+			return peerTarget{"progcache", "memory put 64 KiB", Goal{}}, true
 		case "inmemory_get":
-			return peerTarget{"progcache", "memory get hit 64 KiB", "", nil}, true
+			return peerTarget{"progcache", "memory get hit 64 KiB", Goal{}}, true
 		case "filestream_put":
-			return peerTarget{"progcache", "filestream put 64 KiB", "<= 0.5x cuda.core", half}, true
+			return peerTarget{"progcache", "filestream put 64 KiB", goalFilestreamCC}, true
 		case "filestream_get":
-			return peerTarget{"progcache", "filestream get hit 64 KiB", "<= 0.5x cuda.core", half}, true
+			return peerTarget{"progcache", "filestream get hit 64 KiB", goalFilestreamCC}, true
 		case "make_program_cache_key":
-			return peerTarget{"progcache", "MakeKey " + sizeName(r.Source) + " source, vs cuda.core", "", nil}, true
+			return peerTarget{"progcache", "MakeKey " + sizeName(r.Source) + " source, vs cuda.core", Goal{}}, true
 		}
 	}
 	return peerTarget{}, false
+}
+
+// peerGoals are the goals judged only against a peer measured in the same
+// run; without one the verdict lists them as not measurable here. (The
+// progcache goals against cuda.core fall back to ANCHORS.md's figures.)
+var peerGoals = []struct {
+	peerTarget
+	against string
+}{
+	{peerTarget{"devalloc", hitPathCase, goalHitPathVsTorch}, "PyTorch"},
+	{peerTarget{"hostpin", "alloc+free 64 KiB", goalHostpinVsTorch}, "PyTorch"},
+	{peerTarget{"hostpin", "alloc+free 1 MiB", goalHostpinVsTorch}, "PyTorch"},
+	{peerTarget{"hostpin", "alloc+free 64 MiB", goalHostpinVsTorch}, "PyTorch"},
+	{peerTarget{"replay", fragCase("shapes", "plain"), goalShapesVsTorch}, "PyTorch"},
+}
+
+// unmeasuredPeerGoals lists the peer goals of the suites that ran whose
+// row got no peer baseline, and why.
+func unmeasuredPeerGoals(res *report.Results, peersRan bool) []report.Unmeasured {
+	var out []report.Unmeasured
+	for _, g := range peerGoals {
+		ran := false
+		for _, s := range res.Suites {
+			ran = ran || s.Name == g.suite && s.Error == "" && s.Skipped == ""
+		}
+		row := findRow(res, g.suite, g.ours)
+		if !ran || row != nil && row.Peer {
+			continue
+		}
+		reason := g.against + " not run: it runs with -peers PYTHON (torch and cuda.core) on a CUDA machine"
+		if peersRan {
+			reason = "the " + g.against + " peer gave no figure for it (see the peers suite's notes)"
+		}
+		out = append(out, report.Unmeasured{Suite: g.suite, Case: g.ours, Goal: g.goal.Text(unitOf(row)) + " " + g.against, Reason: reason})
+	}
+	return out
+}
+
+func unitOf(row *report.Row) string {
+	if row == nil {
+		return ""
+	}
+	return row.Unit
 }
 
 func mergePeers(res *report.Results, recs []peerRecord) {
@@ -164,7 +204,8 @@ func mergePeers(res *report.Results, recs []peerRecord) {
 			c := r.Case
 			if r.Trace != "" {
 				c += " " + r.Trace + " " + r.Config
-				r.Value, r.Unit = r.Ratio, "x (peak reserved / peak allocated)"
+				c += " fragmentation"
+				r.Value, r.Unit = r.Ratio, "x"
 			}
 			if r.Size > 0 {
 				c += " " + sizeName(r.Size)
@@ -179,9 +220,9 @@ func mergePeers(res *report.Results, recs []peerRecord) {
 		st := report.NewStat(v)
 		row.Base, row.BaseName, row.Peer = &st, label, true
 		row.ComputeRatio()
-		if t.goalOK != nil {
-			ok := t.goalOK(*row)
-			row.Goal, row.GoalMet = t.goal, &ok
+		if !t.goal.IsZero() {
+			ok := t.goal.Met(*row)
+			row.Goal, row.GoalMet = t.goal.Text(row.Unit), &ok
 		}
 	}
 	if len(extra.Rows) > 0 || len(extra.Notes) > 0 {

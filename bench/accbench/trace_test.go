@@ -93,7 +93,7 @@ func TestReplayShowsFailuresAndStreams(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr.String())
 	}
-	for _, w := range []string{"perstream: failed allocations, plain", "perstream: failed allocations, expandable", "perstream: frees of pointers the trace never allocated"} {
+	for _, w := range []string{"perstream plain: failed allocs", "perstream expandable: failed allocs", "perstream: frees of unknown pointers"} {
 		if !strings.Contains(stdout.String(), w) {
 			t.Errorf("table lacks %q", w)
 		}
@@ -119,14 +119,14 @@ func TestReplayShowsFailuresAndStreams(t *testing.T) {
 	}
 	// 128 small segments fit in 256 MiB: the other 2,872 requests fail.
 	for _, mode := range []string{"plain", "expandable"} {
-		if got := rows["perstream: failed allocations, "+mode]; got != 3000-128 {
+		if got := rows["perstream "+mode+": failed allocs"]; got != 3000-128 {
 			t.Errorf("%s: %v failed allocations, want %d", mode, got, 3000-128)
 		}
 	}
-	if got, ok := rows["perstream: failed allocations, passthrough"]; !ok || got != 0 {
+	if got, ok := rows["perstream passthrough: failed allocs"]; !ok || got != 0 {
 		t.Errorf("passthrough: %v failed allocations (row present %v), want 0", got, ok)
 	}
-	if got := rows["perstream: frees of pointers the trace never allocated"]; got != 2 {
+	if got := rows["perstream: frees of unknown pointers"]; got != 2 {
 		t.Errorf("%v unknown frees, want 2", got)
 	}
 	alive := regexp.MustCompile(`^perstream through (\w+): (\d+) driver streams created .*, at most (\d+) alive`)

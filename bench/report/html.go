@@ -18,12 +18,13 @@ func (r *Results) WriteHTML(w io.Writer) error {
 }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"bars":   func(s Suite) template.HTML { return template.HTML(barChart(s)) },
-	"lines":  func(s Series) template.HTML { return template.HTML(lineChart(s)) },
-	"value":  FormatValue,
-	"ratio":  FormatRatio,
-	"spread": func(s Stat) string { return fmt.Sprintf("%.0f%%", 100*s.Spread()) },
-	"deref":  func(b *bool) bool { return *b },
+	"bars":    func(s Suite) template.HTML { return template.HTML(barChart(s)) },
+	"lines":   func(s Series) template.HTML { return template.HTML(lineChart(s)) },
+	"value":   FormatValue,
+	"ratio":   FormatRatio,
+	"spread":  func(s Stat) string { return fmt.Sprintf("%.0f%%", 100*s.Spread()) },
+	"deref":   func(b *bool) bool { return *b },
+	"verdict": func(r *Results) verdictText { return r.verdict() },
 	"hasRatios": func(s Suite) bool {
 		for _, r := range s.Rows {
 			if r.Ratio > 0 {
@@ -48,9 +49,13 @@ svg{display:block;margin:.5em 0}svg text{font:12px system-ui,sans-serif}
 <tr><th>device</th><td>{{.Device}}</td></tr>
 <tr><th>driver</th><td>{{.Driver}}</td></tr>
 <tr><th>host</th><td>{{.Host.OS}}/{{.Host.Arch}}, {{.Host.CPUs}} CPUs ({{.Host.CPUModel}}), {{.Host.MemoryGiB}} GiB, GOMAXPROCS {{.Host.GOMAXPROCS}}, {{.Host.GoVersion}}</td></tr>
+<tr><th>load</th><td>{{.Load.Summary}}{{if .Load.Busy}} <strong class="miss">(busy)</strong>{{end}}</td></tr>
 <tr><th>run</th><td>{{.Started.Format "2006-01-02 15:04:05 MST"}}, {{printf "%.1f" .Seconds}} s, count {{.Count}}{{if .Quick}}, quick{{end}}</td></tr>
 <tr><th>command</th><td><code>{{.Command}}</code></td></tr>
 </table>
+{{with .Load.BusyWarning}}<p class="sim" id="busy">Warning: {{.}}</p>{{end}}
+<p id="legend">{{.RatioLegend}}</p>
+{{with verdict .}}<section id="verdict"><h2>Verdict</h2><p>{{.Head}}</p>{{if .Lines}}<ul>{{range .Lines}}<li>{{.}}</li>{{end}}</ul>{{end}}</section>{{end}}
 {{if .Simulated}}<p class="sim">Simulated device: absolute device figures are the sim's (memory mapped by the OS), not a GPU's. Ratios show allocator and pipeline overhead only.</p>{{end}}
 {{range .Suites}}
 <section id="suite-{{.Name}}" class="suite">
@@ -75,14 +80,21 @@ svg{display:block;margin:.5em 0}svg text{font:12px system-ui,sans-serif}
 const (
 	chartW     = 760
 	barH       = 22
-	labelW     = 300
+	labelW     = 320 // the bar chart's label column
 	plotW      = chartW - labelW - 60
 	lineChartH = 280
+	textLineH  = 14 // one line of 12px text
+	// Labels wrap at word boundaries rather than being cut: the part that
+	// tells two rows apart may come last ("..., plain" / "..., expandable").
+	// Widths are in characters of 12px text, about 7px each at most for
+	// the text the report has; the Chromium test measures the real widths.
+	labelChars  = 42
+	legendChars = 19
 )
 
 // barChart draws one horizontal bar per row with a ratio, on a log scale
 // from 0.1x to the largest ratio, with the 1x line marked: a bar right of it
-// is ours winning.
+// is ours winning. A long label wraps onto more lines.
 func barChart(s Suite) string {
 	var rows []Row
 	for _, r := range s.Rows {
@@ -99,28 +111,65 @@ func barChart(s Suite) string {
 		v = math.Max(v, 0.1)
 		return labelW + (math.Log10(v)-lo)/(hi-lo)*plotW
 	}
-	h := len(rows)*barH + 40
+	labels := make([][]string, len(rows))
+	heights := make([]int, len(rows))
+	h := 46
+	for i, r := range rows {
+		labels[i] = wrapWords(r.Case, labelChars)
+		heights[i] = max(barH, len(labels[i])*textLineH+8)
+		h += heights[i]
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" role="img" aria-label="%s ratios">`, chartW, h, html.EscapeString(s.Name))
-	fmt.Fprintf(&b, `<text x="%d" y="14">ratio, ours vs baseline (log scale; right of 1x: ours better)</text>`, labelW)
+	fmt.Fprintf(&b, `<text x="%d" y="14">ratio: times better than the baseline (log scale; right of 1x: ours better)</text>`, labelW-120)
+	y := 24
 	for i, r := range rows {
-		y := 24 + i*barH
 		color := "#3a7bd5"
 		if r.Ratio < 1 {
 			color = "#d55a3a"
 		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`, labelW-6, y+15, html.EscapeString(clip(r.Case, 44)))
+		mid := y + heights[i]/2 // the bar and its label are centred on the row
+		ty := mid + 4 - (len(labels[i])-1)*textLineH/2
+		fmt.Fprintf(&b, `<text class="label" x="%d" y="%d" text-anchor="end">`, labelW-6, ty)
+		for j, l := range labels[i] {
+			dy := 0
+			if j > 0 {
+				dy = textLineH
+			}
+			fmt.Fprintf(&b, `<tspan x="%d" dy="%d">%s</tspan>`, labelW-6, dy, html.EscapeString(l))
+		}
+		b.WriteString(`</text>`)
 		x0, x1 := x(1), x(r.Ratio)
 		if x1 < x0 {
 			x0, x1 = x1, x0
 		}
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>`, x0, y+3, math.Max(x1-x0, 1), barH-6, color)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d">%s</text>`, math.Max(x(r.Ratio), x(1))+4, y+15, FormatRatio(r.Ratio))
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>`, x0, mid-(barH-6)/2, math.Max(x1-x0, 1), barH-6, color)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d">%s</text>`, math.Max(x(r.Ratio), x(1))+4, mid+4, FormatRatio(r.Ratio))
+		y += heights[i]
 	}
-	fmt.Fprintf(&b, `<line x1="%.1f" y1="18" x2="%.1f" y2="%d" stroke="#333" stroke-dasharray="3,3"/>`, x(1), x(1), h-8)
-	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">1x</text>`, x(1), h-1)
+	fmt.Fprintf(&b, `<line x1="%.1f" y1="18" x2="%.1f" y2="%d" stroke="#333" stroke-dasharray="3,3"/>`, x(1), x(1), h-20)
+	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">1x</text>`, x(1), h-6)
 	b.WriteString(`</svg>`)
 	return b.String()
+}
+
+// wrapWords breaks s at spaces into lines of at most n characters; a
+// word longer than n stays whole on its own line.
+func wrapWords(s string, n int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = w
+		case len([]rune(line))+1+len([]rune(w)) <= n:
+			line += " " + w
+		default:
+			lines = append(lines, line)
+			line = w
+		}
+	}
+	return append(lines, line)
 }
 
 var palette = []string{"#3a7bd5", "#d55a3a", "#2a9d5b", "#8e44ad", "#c49a00", "#555"}
@@ -169,6 +218,7 @@ func lineChart(s Series) string {
 	}
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`, (left+W-right)/2, H-6, html.EscapeString(s.XLabel))
 	fmt.Fprintf(&b, `<text x="12" y="%.0f" transform="rotate(-90 12 %.0f)" text-anchor="middle">%s</text>`, (top+H-bottom)/2, (top+H-bottom)/2, html.EscapeString(s.YLabel))
+	legendY := int(top) + 10
 	for i, l := range s.Lines {
 		c := palette[i%len(palette)]
 		var pts []string
@@ -177,18 +227,21 @@ func lineChart(s Series) string {
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`, px(p[0]), py(p[1]), c)
 		}
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`, c, strings.Join(pts, " "))
-		fmt.Fprintf(&b, `<rect x="%.0f" y="%d" width="12" height="3" fill="%s"/><text x="%.0f" y="%d">%s</text>`,
-			W-right+10, int(top)+i*18+6, c, W-right+26, int(top)+i*18+10, html.EscapeString(clip(l.Label, 22)))
+		fmt.Fprintf(&b, `<rect x="%.0f" y="%d" width="12" height="3" fill="%s"/><text class="label" x="%.0f" y="%d">`,
+			W-right+10, legendY-4, c, W-right+26, legendY)
+		lines := wrapWords(l.Label, legendChars)
+		for j, t := range lines {
+			dy := 0
+			if j > 0 {
+				dy = textLineH
+			}
+			fmt.Fprintf(&b, `<tspan x="%.0f" dy="%d">%s</tspan>`, W-right+26, dy, html.EscapeString(t))
+		}
+		b.WriteString(`</text>`)
+		legendY += len(lines)*textLineH + 4
 	}
 	b.WriteString(`</svg>`)
 	return b.String()
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
 }
 
 func trimFloat(v float64) string {

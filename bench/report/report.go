@@ -10,7 +10,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -29,7 +28,99 @@ type Results struct {
 	Simulated bool      `json:"simulated"` // figures come from the sim device, not a GPU
 	Quick     bool      `json:"quick"`
 	Count     int       `json:"count"`
-	Suites    []Suite   `json:"suites"`
+	// Load is how busy the machine was at the start and end of the run.
+	Load Load `json:"load"`
+	// RatioLegend says which way every ratio points (RatioLegend), so a
+	// reader of results.json need not look it up.
+	RatioLegend string  `json:"ratio_legend"`
+	Suites      []Suite `json:"suites"`
+	// Unmeasured lists goals this run could not judge, with the reason
+	// (a peer that did not run, a suite skipped on this machine).
+	Unmeasured []Unmeasured `json:"unmeasured,omitempty"`
+}
+
+// RatioLegend is the one direction of every ratio accbench prints:
+// stdout, results.json and report.html.
+const RatioLegend = "ratio: times better than the baseline (baseline/ours for times, ours/baseline for rates); " +
+	"above 1x ours wins; goals on it read \">= Nx\""
+
+// Unmeasured is a goal the run could not judge.
+type Unmeasured struct {
+	Suite  string `json:"suite"`
+	Case   string `json:"case"`
+	Goal   string `json:"goal"`
+	Reason string `json:"reason"`
+}
+
+// BusyLoadPerCPU defines a busy machine: a 1-minute load average above
+// this many runnable threads per CPU, at the start or the end of the run.
+// Above it the suites share the CPUs with other work, timed figures move
+// by tens of percent between runs, and a goal near its threshold can flip.
+const BusyLoadPerCPU = 0.5
+
+// Load records the machine's load average at the start and the end of
+// the run.
+type Load struct {
+	Start *LoadSample `json:"start,omitempty"`
+	End   *LoadSample `json:"end,omitempty"`
+	// Unavailable says why there are no load averages (they are read
+	// from /proc/loadavg, which only Linux has).
+	Unavailable string `json:"unavailable,omitempty"`
+	// Busy: Start or End is above BusyLoadPerCPU; BusyRule states the rule.
+	Busy     bool   `json:"busy"`
+	BusyRule string `json:"busy_rule"`
+}
+
+// LoadSample is the load average and the CPUs at one moment.
+type LoadSample struct {
+	Load1      float64 `json:"load1"`
+	Load5      float64 `json:"load5"`
+	Load15     float64 `json:"load15"`
+	CPUs       int     `json:"cpus"` // runtime.NumCPU
+	GOMAXPROCS int     `json:"gomaxprocs"`
+}
+
+// BusyRule is Load.BusyRule's text.
+var BusyRule = fmt.Sprintf("busy: 1-minute load average above %.1f x CPUs at the start or the end of the run", BusyLoadPerCPU)
+
+// Busy says whether s is above BusyLoadPerCPU.
+func (s *LoadSample) Busy() bool {
+	return s != nil && s.CPUs > 0 && s.Load1 > BusyLoadPerCPU*float64(s.CPUs)
+}
+
+func (s *LoadSample) String() string {
+	return fmt.Sprintf("%.2f %.2f %.2f on %d CPUs", s.Load1, s.Load5, s.Load15, s.CPUs)
+}
+
+// Judge sets l.Busy and l.BusyRule from the samples.
+func (l *Load) Judge() {
+	l.Busy = l.Start.Busy() || l.End.Busy()
+	l.BusyRule = BusyRule
+}
+
+// Summary is l in a few words: the load averages at start and end, or
+// why there are none.
+func (l Load) Summary() string {
+	switch {
+	case l.Unavailable != "":
+		return "load average not recorded (" + l.Unavailable + ")"
+	case l.Start == nil:
+		return "load average not recorded"
+	}
+	s := "load " + l.Start.String() + " at start"
+	if l.End != nil {
+		s += fmt.Sprintf(", %.2f %.2f %.2f at end", l.End.Load1, l.End.Load5, l.End.Load15)
+	}
+	return s
+}
+
+// BusyWarning is the warning a busy run carries ("" when not busy).
+func (l Load) BusyWarning() string {
+	if !l.Busy {
+		return ""
+	}
+	return fmt.Sprintf("the machine was busy (%s; %s): timed figures and the goal verdicts near their thresholds "+
+		"can flip between runs; rerun with -count 5 on an idle machine before trusting a verdict", l.Summary(), BusyRule)
 }
 
 // Host describes the machine the run measured.
@@ -67,11 +158,14 @@ type Row struct {
 	Base     *Stat  `json:"base,omitempty"`
 	// HigherBetter says which way the unit points (GB/s up, ns/op down).
 	HigherBetter bool `json:"higher_better"`
-	// Ratio is how many times better ours is than the baseline: > 1 means
-	// ours wins, whatever the unit's direction. 0 without a baseline.
+	// Ratio is how many times better ours is than the baseline, the one
+	// direction of RatioLegend: baseline/ours where lower is better (time,
+	// counts), ours/baseline where higher is better (throughput). Above 1
+	// ours wins. 0 without a baseline.
 	Ratio float64 `json:"ratio,omitempty"`
-	// Goal states the target, e.g. ">= 20x" or "<= 1.10"; GoalMet says
-	// whether this run met it (nil: no goal).
+	// Goal states the target in the ratio's own terms (">= 20x": at least
+	// 20 times better than the baseline) or on our figure ("ours < 1
+	// us/op"); GoalMet says whether this run met it (nil: no goal).
 	Goal    string `json:"goal,omitempty"`
 	GoalMet *bool  `json:"goal_met,omitempty"`
 	Peer    bool   `json:"peer,omitempty"` // the baseline came from a peer harness (bench/peers)
@@ -156,17 +250,23 @@ func ReadJSON(rd io.Reader) (*Results, error) {
 
 // FormatValue prints v compactly with its unit.
 func FormatValue(v float64, unit string) string {
+	return FormatNumber(v) + " " + unit
+}
+
+// FormatNumber prints v compactly: three significant digits, or the
+// integer part of larger values.
+func FormatNumber(v float64) string {
 	switch {
 	case v == 0:
-		return "0 " + unit
+		return "0"
 	case math.Abs(v) >= 100:
-		return fmt.Sprintf("%.0f %s", v, unit)
+		return fmt.Sprintf("%.0f", v)
 	case math.Abs(v) >= 10:
-		return fmt.Sprintf("%.1f %s", v, unit)
+		return fmt.Sprintf("%.1f", v)
 	case math.Abs(v) >= 1:
-		return fmt.Sprintf("%.2f %s", v, unit)
+		return fmt.Sprintf("%.2f", v)
 	}
-	return fmt.Sprintf("%.3g %s", v, unit)
+	return fmt.Sprintf("%.3g", v)
 }
 
 // FormatRatio prints a ratio as "12.3x".
@@ -178,50 +278,10 @@ func FormatRatio(x float64) string {
 		return fmt.Sprintf("%.0fx", x)
 	case x >= 10:
 		return fmt.Sprintf("%.1fx", x)
+	case x >= 1:
+		return fmt.Sprintf("%.2fx", x)
 	}
-	return fmt.Sprintf("%.2fx", x)
-}
-
-// WriteTable prints the summary table: one line per case.
-func (r *Results) WriteTable(w io.Writer) error {
-	sim := ""
-	if r.Simulated {
-		sim = " (simulated: device figures are the sim's, not a GPU's)"
-	}
-	fmt.Fprintf(w, "accbench on %s, driver %s%s; %s/%s, %d CPUs, %s\n",
-		r.Device, r.Driver, sim, r.Host.OS, r.Host.Arch, r.Host.CPUs, r.Host.CPUModel)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "suite\tcase\tours\tbaseline\tratio\tgoal\t")
-	for _, s := range r.Suites {
-		if s.Error != "" {
-			fmt.Fprintf(tw, "%s\tFAILED: %s\t\t\t\t\t\n", s.Name, clip(firstLine(s.Error), 90))
-			continue
-		}
-		if s.Skipped != "" {
-			fmt.Fprintf(tw, "%s\tSKIPPED: %s\t\t\t\t\t\n", s.Name, firstLine(s.Skipped))
-			continue
-		}
-		for _, row := range s.Rows {
-			ours := FormatValue(row.Ours.Median, row.Unit)
-			if row.Ours.N > 1 {
-				ours += fmt.Sprintf(" ±%.0f%%", 50*row.Ours.Spread())
-			}
-			base := "-"
-			if row.Base != nil {
-				base = FormatValue(row.Base.Median, row.Unit) + " " + row.BaseName
-			}
-			goal := row.Goal
-			if row.GoalMet != nil {
-				if *row.GoalMet {
-					goal += " ok"
-				} else {
-					goal += " MISSED"
-				}
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", s.Name, row.Case, ours, base, FormatRatio(row.Ratio), goal)
-		}
-	}
-	return tw.Flush()
+	return fmt.Sprintf("%.3gx", x) // three digits, to compare with a goal such as ">= 0.9091x"
 }
 
 func firstLine(s string) string {

@@ -3,13 +3,18 @@ package report
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"html"
 	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func sample() *Results {
@@ -18,10 +23,20 @@ func sample() *Results {
 		Schema: Schema, Started: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC), Seconds: 12.5,
 		Command: "accbench -quick", Driver: "sim", Device: "accelkit sim device 0", Simulated: true, Count: 3,
 		Host: Host{OS: "linux", Arch: "amd64", CPUs: 2, GOMAXPROCS: 2, CPUModel: "test cpu", MemoryGiB: 24, GoVersion: "go1.26"},
+		Load: Load{Start: &LoadSample{Load1: 0.4, Load5: 0.3, Load15: 0.2, CPUs: 2, GOMAXPROCS: 2},
+			End: &LoadSample{Load1: 1.5, Load5: 0.6, Load15: 0.3, CPUs: 2, GOMAXPROCS: 2}},
+		RatioLegend: RatioLegend,
+		Unmeasured:  []Unmeasured{{Suite: "devalloc", Case: "hit path", Goal: ">= 2x PyTorch", Reason: "PyTorch not run: -peers PYTHON on a CUDA machine"}},
 		Suites: []Suite{
 			{Name: "devalloc", Title: "caching vs passthrough", Rows: []Row{
 				{Case: "churn 1 goroutine", Unit: "ns/op", Ours: NewStat(100, 120, 110), BaseName: "passthrough", Base: &Stat{Median: 5000, N: 1}, Goal: ">= 20x", GoalMet: &met},
 				{Case: "<script>alert(1)</script>", Unit: "ns/op", Ours: NewStat(300), BaseName: "x", Base: &Stat{Median: 100, N: 1}, Goal: ">= 1x", GoalMet: &missed},
+				{Case: "retries", Unit: "count", Ours: NewStat(0)},
+			}},
+			// Labels that differ only at the end: a chart must show them whole.
+			{Name: "replay", Title: "traces", Rows: []Row{
+				{Case: "training: peak reserved / peak allocated, plain, PyTorch policy replayed here", Unit: "x", Ours: NewStat(1.04), BaseName: "PyTorch policy", Base: &Stat{Median: 1.05, N: 1}},
+				{Case: "training: peak reserved / peak allocated, expandable, PyTorch policy replayed here", Unit: "x", Ours: NewStat(1.03), BaseName: "PyTorch policy", Base: &Stat{Median: 1.02, N: 1}},
 			}},
 			{Name: "h2d", Title: "staged vs direct copies", Rows: []Row{
 				{Case: "64 MiB", Unit: "GB/s", HigherBetter: true, Ours: NewStat(8), BaseName: "direct", Base: &Stat{Median: 4, N: 1}},
@@ -56,7 +71,7 @@ func TestRatioDirection(t *testing.T) {
 	if got := r.Suites[0].Rows[0].Ratio; got < 45 || got > 46 {
 		t.Errorf("time ratio = %v, want 5000/110", got)
 	}
-	if got := r.Suites[1].Rows[0].Ratio; got != 2 {
+	if got := r.Suites[2].Rows[0].Ratio; got != 2 {
 		t.Errorf("bandwidth ratio = %v, want 8/4", got)
 	}
 }
@@ -70,7 +85,8 @@ func TestJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got.Suites) != 4 || got.Suites[1].Series[0].Lines[1].Points[2][1] != 4 || got.Suites[3].Skipped != sample().Suites[3].Skipped {
+	if len(got.Suites) != 5 || got.Suites[2].Series[0].Lines[1].Points[2][1] != 4 || got.Suites[4].Skipped != sample().Suites[4].Skipped ||
+		got.Load.End.Load1 != 1.5 || got.Unmeasured[0].Reason != sample().Unmeasured[0].Reason {
 		t.Errorf("round trip lost data: %+v", got)
 	}
 	if _, err := ReadJSON(strings.NewReader(`{"schema": 99}`)); err == nil || !strings.Contains(err.Error(), "schema 99") {
@@ -84,21 +100,113 @@ func TestTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	for _, want := range []string{"simulated", "churn 1 goroutine", "45.5x", ">= 20x ok", "MISSED", "FAILED: open: no device", "2.00x",
-		"SKIPPED: tool not found in PATH: install it (apt-get install tool)"} {
+	for _, want := range []string{"simulated", "churn 1 goroutine", "45.5x", ">= 20x met", "MISSED", "FAILED: open: no device", "2.00x",
+		"SKIPPED: tool not found in PATH: install it (apt-get install tool)", RatioLegend,
+		"load 0.40 0.30 0.20 on 2 CPUs at start, 1.50 0.60 0.30 at end", "1 more figures are 0",
+		"verdict: 1 goals met, 1 missed, 1 not measurable here (and suites skipped: 1); 1 suites failed",
+		"not measurable here: devalloc / hit path, goal >= 2x PyTorch: PyTorch not run"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
+	if strings.Contains(out, "busy") {
+		t.Errorf("a load of 1.5 on 2 CPUs is not busy:\n%s", out)
+	}
+	if strings.Contains(out, "retries") {
+		t.Errorf("a figure of 0 with nothing to compare it to is listed:\n%s", out)
+	}
 }
 
-func renderHTML(t *testing.T) string {
-	var buf bytes.Buffer
-	if err := sample().WriteHTML(&buf); err != nil {
+// TestTableFitsTerminal renders the table of a real run (testdata: sim
+// -quick on the 2-vCPU developer machine) and of rows too long for any
+// column: no line is wider than 120 columns, and the verdict is the last
+// block, so a person reads it without scrolling back.
+func TestTableFitsTerminal(t *testing.T) {
+	f, err := os.Open(filepath.Join("testdata", "quick-sim.json"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	return buf.String()
+	defer f.Close()
+	quick, err := ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := sample()
+	long.Host.CPUModel = strings.Repeat("Intel(R) Xeon(R) Platinum ", 6)
+	long.Suites[0].Rows[0].Case = strings.Repeat("a very long case name ", 8) + "plain"
+	long.Suites[0].Rows[0].BaseName = strings.Repeat("a long baseline ", 6)
+	long.Suites[0].Rows[0].Goal = strings.Repeat(">= 2x ", 30)
+	for name, r := range map[string]*Results{"quick-sim.json": quick, "long names": long} {
+		var buf bytes.Buffer
+		if err := r.WriteTable(&buf); err != nil {
+			t.Fatal(err)
+		}
+		out := buf.String()
+		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		for i, l := range lines {
+			if n := utf8.RuneCountInString(l); n > TableWidth {
+				t.Errorf("%s: line %d is %d columns wide: %q", name, i+1, n, l)
+			}
+		}
+		blocks := strings.Split(strings.TrimRight(out, "\n"), "\n\n")
+		if last := blocks[len(blocks)-1]; !strings.HasPrefix(last, "verdict: ") || strings.Count(out, "verdict: ") != 1 {
+			t.Errorf("%s: the last block is not the verdict:\n%s", name, last)
+		}
+		if name == "quick-sim.json" {
+			if strings.Contains(out, "…") {
+				t.Errorf("a real run's table cuts a cell:\n%s", out)
+			}
+			t.Logf("%d lines", len(lines))
+		}
+	}
 }
+
+func TestBusy(t *testing.T) {
+	for _, tc := range []struct {
+		start, end float64
+		busy       bool
+	}{{0.2, 0.9, false}, {1.0, 1.0, false}, {1.01, 0.1, true}, {0.1, 3.7, true}} {
+		l := Load{Start: &LoadSample{Load1: tc.start, CPUs: 2}, End: &LoadSample{Load1: tc.end, CPUs: 2}}
+		l.Judge()
+		if l.Busy != tc.busy || l.BusyRule == "" || (l.BusyWarning() != "") != tc.busy {
+			t.Errorf("load %v then %v on 2 CPUs: busy %v, warning %q; want busy %v", tc.start, tc.end, l.Busy, l.BusyWarning(), tc.busy)
+		}
+	}
+	r := sample()
+	r.Load = Load{Unavailable: "no /proc/loadavg on darwin"}
+	var buf bytes.Buffer
+	if err := r.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "load average not recorded (no /proc/loadavg on darwin)") {
+		t.Errorf("the table does not say why there is no load:\n%s", buf.String())
+	}
+	r.Load = Load{Start: &LoadSample{Load1: 3.72, Load5: 3.5, Load15: 3.96, CPUs: 2}}
+	r.Load.Judge()
+	buf.Reset()
+	if err := r.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	blocks := strings.Split(strings.TrimSpace(buf.String()), "\n\n")
+	if !strings.Contains(blocks[0], "WARNING: the machine was busy (load 3.72 3.50 3.96 on 2 CPUs at start") ||
+		!strings.Contains(blocks[len(blocks)-1], "WARNING: the machine was busy") {
+		t.Errorf("a busy run warns neither at the top nor in the verdict:\n%s", buf.String())
+	}
+	html := string(mustHTML(t, r))
+	if !strings.Contains(html, `id="busy"`) || !strings.Contains(html, "3.72 3.50 3.96") {
+		t.Error("the report does not warn of the busy machine")
+	}
+}
+
+func mustHTML(t *testing.T, r *Results) []byte {
+	var buf bytes.Buffer
+	if err := r.WriteHTML(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func renderHTML(t *testing.T) string { return string(mustHTML(t, sample())) }
 
 func TestHTMLSelfContained(t *testing.T) {
 	out := renderHTML(t)
@@ -110,7 +218,7 @@ func TestHTMLSelfContained(t *testing.T) {
 	if !strings.Contains(out, "&lt;script&gt;") {
 		t.Error("case names are not escaped")
 	}
-	for _, id := range []string{"suite-devalloc", "suite-h2d", "suite-broken", "suite-absent"} {
+	for _, id := range []string{"suite-devalloc", "suite-replay", "suite-h2d", "suite-broken", "suite-absent", "verdict", "legend"} {
 		if !strings.Contains(out, `id="`+id+`"`) {
 			t.Errorf("no section %s", id)
 		}
@@ -118,8 +226,8 @@ func TestHTMLSelfContained(t *testing.T) {
 	if !strings.Contains(out, `<p class="skip">Skipped: tool not found in PATH: install it (apt-get install tool)</p>`) {
 		t.Error("the skipped suite does not say why")
 	}
-	if n := strings.Count(out, "<svg"); n != 3 { // devalloc bars, h2d bars + line chart
-		t.Errorf("%d charts, want 3", n)
+	if n := strings.Count(out, "<svg"); n != 4 { // devalloc and replay bars, h2d bars + line chart
+		t.Errorf("%d charts, want 4", n)
 	}
 }
 
@@ -175,17 +283,72 @@ func TestHTMLInChromium(t *testing.T) {
 	if len(colors) < 8 {
 		t.Errorf("screenshot has %d colours: the page rendered blank", len(colors))
 	}
-	dom, err := exec.CommandContext(ctx, bin, append(base, "--dump-dom", "file://"+page)...).Output()
+	// The DOM of the report with a probe appended: it measures each SVG
+	// text as laid out and lists the ones cut (an ellipsis) or reaching
+	// past their chart's edges, where the SVG hides them.
+	report := renderHTML(t)
+	probe := filepath.Join(dir, "probe.html")
+	if err := os.WriteFile(probe, []byte(strings.Replace(report, "</body>", probeScript+"</body>", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom, err := exec.CommandContext(ctx, bin, append(base, "--dump-dom", "file://"+probe)...).Output()
 	if err != nil {
 		t.Fatalf("chromium --dump-dom: %v", err)
 	}
-	for _, name := range []string{"devalloc", "h2d"} {
+	for _, name := range []string{"devalloc", "replay", "h2d"} {
 		sec := sectionOf(string(dom), name)
 		if !strings.Contains(sec, "<svg") {
 			t.Errorf("rendered section %s has no chart", name)
 		}
 	}
+	var got struct {
+		Texts  int      `json:"texts"`
+		Labels []string `json:"labels"`
+		Bad    []string `json:"bad"`
+	}
+	m := regexp.MustCompile(`(?s)<pre id="probe">(.*?)</pre>`).FindStringSubmatch(string(dom))
+	if m == nil {
+		t.Fatalf("the probe did not run:\n%s", dom)
+	}
+	if err := json.Unmarshal([]byte(html.UnescapeString(m[1])), &got); err != nil {
+		t.Fatalf("probe output %q: %v", m[1], err)
+	}
+	if got.Texts < 10 {
+		t.Errorf("the probe measured %d texts", got.Texts)
+	}
+	for _, b := range got.Bad {
+		t.Errorf("chart text cut: %s", b)
+	}
+	// Each bar label reads as its whole case name, wrapped or not.
+	for _, s := range sample().Suites {
+		for _, r := range s.Rows {
+			if r.Ratio > 0 && !slices.Contains(got.Labels, r.Case) {
+				t.Errorf("no chart label reads %q; labels: %q", r.Case, got.Labels)
+			}
+		}
+	}
 }
+
+// probeScript measures the report's SVG text in the browser.
+const probeScript = `<pre id="probe"></pre><script>
+(function () {
+  var bad = [], labels = [], texts = document.querySelectorAll("svg text");
+  texts.forEach(function (t) {
+    // Client rectangles, so that rotated text is measured as drawn.
+    var svg = t.ownerSVGElement.getBoundingClientRect(), r = t.getBoundingClientRect();
+    var b = {x: r.left - svg.left, y: r.top - svg.top, width: r.width, height: r.height}, w = svg.width, h = svg.height;
+    var words = t.textContent;
+    if (t.querySelectorAll("tspan").length) {
+      words = Array.prototype.map.call(t.querySelectorAll("tspan"), function (s) { return s.textContent; }).join(" ");
+    }
+    if (t.classList.contains("label")) labels.push(words);
+    if (words.indexOf("\u2026") >= 0 || words.indexOf("...") >= 0) bad.push(JSON.stringify(words) + " is cut with an ellipsis");
+    if (b.x < -0.5 || b.y < -0.5 || b.x + b.width > w + 0.5 || b.y + b.height > h + 0.5)
+      bad.push(JSON.stringify(words) + " at x " + b.x.toFixed(1) + ".." + (b.x + b.width).toFixed(1) + " of " + w + ", y " + b.y.toFixed(1) + ".." + (b.y + b.height).toFixed(1) + " of " + h);
+  });
+  document.getElementById("probe").textContent = JSON.stringify({texts: texts.length, labels: labels, bad: bad});
+})();
+</script>`
 
 func sectionOf(dom, name string) string {
 	i := strings.Index(dom, `id="suite-`+name+`"`)
