@@ -243,7 +243,7 @@ func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int 
 		err = res.WriteJSON(stdout)
 	} else {
 		// The verdict ends the table; the full figures are in the files.
-		fmt.Fprintf(stdout, "wrote %s and %s (every figure, with notes and charts)\n\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "report.html"))
+		fmt.Fprintf(stdout, "wrote %s\nwrote %s (every figure, with notes and charts)\n\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "report.html"))
 		err = res.WriteTable(stdout)
 	}
 	if err != nil {

@@ -224,7 +224,7 @@ func devallocSuite() Suite {
 	}
 }
 
-var hitPathCase = fmt.Sprintf("hit path, %d cached blocks, %d streams", poolBlocks, hitStreams)
+var hitPathCase = fmt.Sprintf("hit path, %d blocks, %d streams", poolBlocks, hitStreams)
 
 // fragCase names the fragmentation row of a trace through a mode, the
 // mode before the figure so that a cut label still tells rows apart.
@@ -447,9 +447,9 @@ func replayRows(name, mode string, steps int, r, rp replayResult) []Measurement 
 	if steps > 0 {
 		per := func(ours, base int64) float64 { return float64(ours-base) / float64(steps) }
 		rows = append(rows,
-			Measurement{Case: fmt.Sprintf("%s %s: extra driver allocs", name, mode), Unit: "count/step",
+			Measurement{Case: fmt.Sprintf("%s %s: extra allocs", name, mode), Unit: "per step",
 				Ours: per(r.stats.NumDeviceAlloc, rp.stats.NumDeviceAlloc)},
-			Measurement{Case: fmt.Sprintf("%s %s: extra driver frees", name, mode), Unit: "count/step",
+			Measurement{Case: fmt.Sprintf("%s %s: extra frees", name, mode), Unit: "per step",
 				Ours: per(r.stats.NumDeviceFree, rp.stats.NumDeviceFree)})
 	}
 	return append(rows,
@@ -529,7 +529,7 @@ func replaySuite() Suite {
 				}
 			}
 			out.Notes = append(out.Notes, fragNote, policyNote,
-				"extra driver allocs and frees: per training step, release-before-growing's beyond those of PyTorch's policy; frees of unknown pointers: frees of pointers the trace never allocated (a log started mid-run).")
+				"driver allocs and frees: calls to the driver's allocate and free. Extra allocs and frees: per training step, release-before-growing's beyond those of PyTorch's policy. Frees of unknown pointers: frees of pointers the trace never allocated (a log started mid-run).")
 			return out, nil
 		},
 	}
@@ -608,8 +608,8 @@ func churnInvariantsSuite() Suite {
 			}
 			for _, c := range []struct{ conf, label string }{
 				{"", "default"},
-				{"expandable_segments:true", "expandable_segments:true"},
-				{"cross_stream_reuse:true,garbage_collection_threshold:0.8", "cross-stream reuse, GC at 0.8"},
+				{"expandable_segments:true", "expandable"},
+				{"cross_stream_reuse:true,garbage_collection_threshold:0.8", "cross-stream, GC 0.8"},
 			} {
 				conf := c.conf
 				env.Step("storm %q", conf)
@@ -652,6 +652,7 @@ func churnInvariantsSuite() Suite {
 					Ours: 100 * float64(hits) / float64(st.NumAllocs),
 				})
 			}
+			out.Notes = append(out.Notes, "configurations: default (empty), expandable (expandable_segments:true), cross-stream, GC 0.8 (cross_stream_reuse:true,garbage_collection_threshold:0.8).")
 			return out, nil
 		},
 	}

@@ -156,7 +156,7 @@ func TestLoadRecorded(t *testing.T) {
 			t.Fatal(err)
 		}
 		html, _ := os.ReadFile(filepath.Join(out, "report.html"))
-		warned := strings.Contains(stderr.String(), "accbench: warning: the machine is busy")
+		warned := strings.Contains(stderr.String(), "accbench: warning: busy machine")
 		if res.Load.Busy != tc.busy || warned != tc.busy || bytes.Contains(html, []byte(`id="busy"`)) != tc.busy {
 			t.Errorf("load %q: busy %v, warned on stderr %v, in the report %v; want %v\nstderr: %s", tc.loadavg, res.Load.Busy, warned, !warned, tc.busy, stderr.String())
 		}

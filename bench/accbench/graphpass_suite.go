@@ -48,7 +48,7 @@ func graphpassSuite() Suite {
 				allocs = append(allocs, float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(len(pb)))
 				moved = st.Changed
 			}
-			m := Measurement{Case: fmt.Sprintf("decode + pass + encode, %d nodes", nodes), Unit: "ms", Ours: report.NewStat(times...).Median}
+			m := Measurement{Case: fmt.Sprintf("decode+pass+encode, %d nodes", nodes), Unit: "ms", Ours: report.NewStat(times...).Median}
 			if nodes == 100_000 {
 				m.Goal = goalGraphpassTime
 			}

@@ -172,7 +172,7 @@ func h2dSuite() Suite {
 					}
 				}()
 				out.Measurements = append(out.Measurements, Measurement{
-					Case: "Register + Unregister " + sizeName(maxSize) + ", per MiB", Unit: "us/MiB",
+					Case: "Register + Unregister " + sizeName(maxSize), Unit: "us/MiB",
 					Ours: float64(regCost.Nanoseconds()) / 1e3 / float64(maxSize>>20),
 				})
 			}

@@ -69,7 +69,7 @@ func recordLoad(load *report.Load, path string, warn func(string)) {
 	}
 	load.Judge()
 	if s.Busy() {
-		warn(fmt.Sprintf("the machine is busy: load average %s (%s); timed figures and the verdicts near a goal can flip between runs",
+		warn(fmt.Sprintf("busy machine: load average %s (%s); timed figures move and verdicts near a goal can flip between runs",
 			s, report.BusyRule))
 	}
 }

@@ -41,8 +41,8 @@ type Results struct {
 
 // RatioLegend is the one direction of every ratio accbench prints:
 // stdout, results.json and report.html.
-const RatioLegend = "ratio: times better than the baseline (baseline/ours for times, ours/baseline for rates); " +
-	"above 1x ours wins; goals on it read \">= Nx\""
+const RatioLegend = "ratio: times better than the baseline (baseline/ours for times, ours/baseline for rates): " +
+	"> 1x ours wins; goal >= Nx"
 
 // Unmeasured is a goal the run could not judge.
 type Unmeasured struct {
@@ -81,7 +81,7 @@ type LoadSample struct {
 }
 
 // BusyRule is Load.BusyRule's text.
-var BusyRule = fmt.Sprintf("busy: 1-minute load average above %.1f x CPUs at the start or the end of the run", BusyLoadPerCPU)
+var BusyRule = fmt.Sprintf("busy: 1-minute load above %.1f x CPUs at start or end", BusyLoadPerCPU)
 
 // Busy says whether s is above BusyLoadPerCPU.
 func (s *LoadSample) Busy() bool {
@@ -107,11 +107,11 @@ func (l Load) Summary() string {
 	case l.Start == nil:
 		return "load average not recorded"
 	}
-	s := "load " + l.Start.String() + " at start"
+	s := fmt.Sprintf("load %.2f %.2f %.2f at start", l.Start.Load1, l.Start.Load5, l.Start.Load15)
 	if l.End != nil {
 		s += fmt.Sprintf(", %.2f %.2f %.2f at end", l.End.Load1, l.End.Load5, l.End.Load15)
 	}
-	return s
+	return s + " (1, 5, 15 min)"
 }
 
 // BusyWarning is the warning a busy run carries ("" when not busy).
@@ -119,8 +119,8 @@ func (l Load) BusyWarning() string {
 	if !l.Busy {
 		return ""
 	}
-	return fmt.Sprintf("the machine was busy (%s; %s): timed figures and the goal verdicts near their thresholds "+
-		"can flip between runs; rerun with -count 5 on an idle machine before trusting a verdict", l.Summary(), BusyRule)
+	return fmt.Sprintf("busy machine (%s; %s): timed figures move and verdicts near a goal can flip between runs; "+
+		"rerun with -count 5 on an idle machine before trusting one", l.Summary(), BusyRule)
 }
 
 // Host describes the machine the run measured.
@@ -280,8 +280,10 @@ func FormatRatio(x float64) string {
 		return fmt.Sprintf("%.1fx", x)
 	case x >= 1:
 		return fmt.Sprintf("%.2fx", x)
+	case x >= 0.1:
+		return fmt.Sprintf("%.3fx", x) // three digits, to compare with a goal such as ">= 0.9091x"
 	}
-	return fmt.Sprintf("%.3gx", x) // three digits, to compare with a goal such as ">= 0.9091x"
+	return fmt.Sprintf("%.3gx", x)
 }
 
 func firstLine(s string) string {

@@ -17,7 +17,8 @@ const TableWidth = 120
 // goal column is.
 const (
 	minCaseW = 24
-	minVsW   = 10
+	minVsW   = 12
+	minGoalW = 18 // ">= 0.8333x MISSED"
 )
 
 // WriteTable prints the summary table: a header (device, host, load), the
@@ -32,11 +33,12 @@ func (r *Results) WriteTable(w io.Writer) error {
 	if r.Simulated {
 		say("simulated: device figures are the sim's (the OS's mmap and memcpy), not a GPU's")
 	}
-	say(fmt.Sprintf("host: %s/%s, %d CPUs, GOMAXPROCS %d, %s; %s",
-		r.Host.OS, r.Host.Arch, r.Host.CPUs, r.Host.GOMAXPROCS, r.Host.CPUModel, r.Load.Summary()))
-	if warn := r.Load.BusyWarning(); warn != "" {
-		say("WARNING: " + warn)
+	busy := ""
+	if r.Load.Busy {
+		busy = ": BUSY"
 	}
+	say(fmt.Sprintf("host: %s/%s, %d CPUs, GOMAXPROCS %d, %s", r.Host.OS, r.Host.Arch, r.Host.CPUs, r.Host.GOMAXPROCS, r.Host.CPUModel))
+	say(r.Load.Summary() + busy)
 	say(RatioLegend)
 	b.WriteString("\n")
 
@@ -124,8 +126,17 @@ func (r *Results) verdict() verdictText {
 			lines = append(lines, fmt.Sprintf("MISSED %s / %s: %s; goal %s", s.Name, row.Case, got, row.Goal))
 		}
 	}
+	// One line per reason: the goals a missing peer leaves unjudged.
+	var reasons []string
+	byReason := map[string][]string{}
 	for _, u := range r.Unmeasured {
-		lines = append(lines, fmt.Sprintf("not measurable here: %s / %s, goal %s: %s", u.Suite, u.Case, u.Goal, u.Reason))
+		if _, ok := byReason[u.Reason]; !ok {
+			reasons = append(reasons, u.Reason)
+		}
+		byReason[u.Reason] = append(byReason[u.Reason], fmt.Sprintf("%s / %s (%s)", u.Suite, u.Case, u.Goal))
+	}
+	for _, why := range reasons {
+		lines = append(lines, fmt.Sprintf("not measurable here, %s: %s", why, strings.Join(byReason[why], "; ")))
 	}
 	failed, skipped := 0, 0
 	for _, s := range r.Suites {
@@ -187,44 +198,46 @@ func (t *table) write(b *strings.Builder) {
 			w[i] = max(w[i], utf8.RuneCountInString(c))
 		}
 	}
-	// Fit TableWidth: cut the case and baseline-name columns (the widest
-	// first), down to their minimums, then the goal.
-	width := func() int {
-		n := w[6]
+	// Fit TableWidth: a long goal wraps onto more lines under its
+	// column; past minGoalW, the baseline's name and then the case are cut.
+	prefix := func() int {
+		n := 0
 		for _, x := range w[:6] {
 			n += x + gap
 		}
 		return n
 	}
-	for width() > TableWidth {
+	for prefix()+min(w[6], minGoalW) > TableWidth {
 		switch {
-		case w[0] > minCaseW && w[0]-minCaseW >= w[4]-minVsW:
-			w[0]--
 		case w[4] > minVsW:
 			w[4]--
+		case w[0] > minCaseW:
+			w[0]--
 		default:
-			w[6] -= width() - TableWidth
+			w[6] = TableWidth - prefix() // a terminal narrower than any table
 		}
 	}
+	w[6] = min(w[6], TableWidth-prefix())
 	for _, l := range t.lines {
 		if l.text != "" {
 			b.WriteString(wrap(l.text, TableWidth, "    "))
 			continue
 		}
 		var line strings.Builder
-		for i, c := range l.cells {
+		for i, c := range l.cells[:6] {
 			c = clip(c, w[i])
 			pad := strings.Repeat(" ", w[i]-utf8.RuneCountInString(c))
-			switch {
-			case i == 6:
-				line.WriteString(c)
-			case rightAligned[i]:
+			if rightAligned[i] {
 				line.WriteString(pad + c + "  ")
-			default:
+			} else {
 				line.WriteString(c + pad + "  ")
 			}
 		}
-		b.WriteString(strings.TrimRight(line.String(), " ") + "\n")
+		goal := strings.Split(strings.TrimSuffix(wrap(l.cells[6], max(w[6], 1), ""), "\n"), "\n")
+		b.WriteString(strings.TrimRight(line.String()+goal[0], " ") + "\n")
+		for _, g := range goal[1:] {
+			b.WriteString(strings.Repeat(" ", prefix()) + g + "\n")
+		}
 	}
 }
 
