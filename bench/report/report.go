@@ -30,8 +30,8 @@ type Results struct {
 	Count     int       `json:"count"`
 	// Load is how busy the machine was at the start and end of the run.
 	Load Load `json:"load"`
-	// RatioLegend says which way every ratio points (RatioLegend), so a
-	// reader of results.json need not look it up.
+	// RatioLegend says which way every ratio points (the constant
+	// RatioLegend), so that a reader of results.json need not look it up.
 	RatioLegend string  `json:"ratio_legend"`
 	Suites      []Suite `json:"suites"`
 	// Unmeasured lists goals this run could not judge, with the reason
@@ -88,6 +88,7 @@ func (s *LoadSample) Busy() bool {
 	return s != nil && s.CPUs > 0 && s.Load1 > BusyLoadPerCPU*float64(s.CPUs)
 }
 
+// String is the three load averages and the CPU count.
 func (s *LoadSample) String() string {
 	return fmt.Sprintf("%.2f %.2f %.2f on %d CPUs", s.Load1, s.Load5, s.Load15, s.CPUs)
 }
