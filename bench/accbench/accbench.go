@@ -165,9 +165,32 @@ func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int 
 		fmt.Fprintf(stderr, "accbench: -driver: %v\n", err)
 		return 2
 	}
-	if backends := append([]string{"auto"}, driver.Drivers()...); !slices.Contains(backends, name) {
+	backends := append([]string{"auto"}, driver.Drivers()...)
+	if !slices.Contains(backends, name) {
 		fmt.Fprintf(stderr, "accbench: -driver %q: unknown backend %q; valid: %s, each optionally followed by :dsn\n", *drvFlag, name, strings.Join(backends, ", "))
 		return 2
+	}
+	// -driver auto takes the backend and its configuration from
+	// ACCELKIT_DRIVER when it is set: a mistake there is the same usage
+	// error as in the flag, and the message names where it was made.
+	drvFrom := fmt.Sprintf("-driver %q", *drvFlag)
+	if spec := os.Getenv(driver.EnvDriver); name == "auto" && spec != "" {
+		envName, _, err := driver.ParseSpec(spec)
+		if err != nil {
+			fmt.Fprintf(stderr, "accbench: %s: %v; valid backends: %s\n", driver.EnvDriver, err, strings.Join(backends[1:], ", "))
+			return 2
+		}
+		if !slices.Contains(backends[1:], envName) {
+			fmt.Fprintf(stderr, "accbench: %s=%q: unknown backend %q; valid: %s, each optionally followed by :dsn (or unset %s, or pass -driver NAME)\n",
+				driver.EnvDriver, spec, envName, strings.Join(backends[1:], ", "), driver.EnvDriver)
+			return 2
+		}
+		if dsn != "" {
+			fmt.Fprintf(stderr, "accbench: -driver %q while %s=%q is set: the variable's configuration would be used, not the flag's; pass a backend name with its configuration, or unset %s\n",
+				*drvFlag, driver.EnvDriver, spec, driver.EnvDriver)
+			return 2
+		}
+		drvFrom = fmt.Sprintf("%s=%q", driver.EnvDriver, spec)
 	}
 	var traceEvents []trace.Event
 	if *traceFile != "" {
@@ -186,11 +209,11 @@ func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int 
 	if err != nil {
 		// Backends refuse a bad configuration with ErrInvalidValue before
 		// they touch a device: that is a usage error.
-		if dsn != "" && errors.Is(err, driver.ErrInvalidValue) {
-			fmt.Fprintf(stderr, "accbench: -driver %q: %v\n", *drvFlag, err)
+		if errors.Is(err, driver.ErrInvalidValue) || errors.Is(err, driver.ErrUnknownBackend) {
+			fmt.Fprintf(stderr, "accbench: %s: %v\n", drvFrom, err)
 			return 2
 		}
-		fmt.Fprintf(stderr, "accbench: open driver %q: %v\n", *drvFlag, err)
+		fmt.Fprintf(stderr, "accbench: open driver (%s): %v\n", drvFrom, err)
 		return 1
 	}
 	defer drv.Close()

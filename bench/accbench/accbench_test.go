@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/accelkit/accelkit/bench/report"
+	"github.com/accelkit/accelkit/driver"
 	_ "github.com/accelkit/accelkit/driver/sim"
 )
 
@@ -123,23 +124,29 @@ func TestUsage(t *testing.T) {
 		code   int
 		stdout string // substring of stdout
 		stderr string // substring of stderr
+		env    string // ACCELKIT_DRIVER
 	}{
-		{"-h", []string{"-h"}, 0, "usage: accbench [-suite a,b]", ""},
-		{"-help", []string{"-help"}, 0, "one of devalloc, replay,", ""},
-		{"--help", []string{"--help"}, 0, "Exit status: 0 on success", ""},
-		{"unknown flag", []string{"-bogus"}, 2, "", "accbench: flag provided but not defined: -bogus\n\nusage: accbench"},
-		{"bad flag value", []string{"-count", "many"}, 2, "", `invalid value "many" for flag -count`},
-		{"stray argument", []string{"devalloc"}, 2, "", `unexpected argument "devalloc": accbench takes only flags (choose suites with -suite a,b)`},
-		{"unknown suite", []string{"-suite", "nosuch"}, 2, "", `-suite: unknown suite "nosuch" (suites: devalloc, replay,`},
-		{"count out of range", []string{"-count", "0"}, 2, "", "-count 0: want 1..100"},
-		{"unknown backend", []string{"-driver", "nosuch"}, 2, "", `-driver "nosuch": unknown backend "nosuch"; valid: auto, `},
-		{"bad backend name", []string{"-driver", "si m"}, 2, "", "-driver: driver spec"},
-		{"unknown dsn key", []string{"-driver", "sim:bogus=1", "-suite", "wrlru"}, 2, "", `unknown key "bogus" (valid keys: devices, capacity`},
-		{"bad dsn value", []string{"-driver", "sim:devices=0", "-suite", "wrlru"}, 2, "", `-driver "sim:devices=0"`},
-		{"trace without replay", []string{"-suite", "wrlru", "-trace", badTrace}, 2, "", "which -suite \"wrlru\" leaves out"},
-		{"bad trace", []string{"-suite", "replay", "-trace", badTrace}, 2, "", badTrace + ":2:"},
+		{"-h", []string{"-h"}, 0, "usage: accbench [-suite a,b]", "", ""},
+		{"-help", []string{"-help"}, 0, "one of devalloc, replay,", "", ""},
+		{"--help", []string{"--help"}, 0, "Exit status: 0 on success", "", ""},
+		{"unknown flag", []string{"-bogus"}, 2, "", "accbench: flag provided but not defined: -bogus\n\nusage: accbench", ""},
+		{"bad flag value", []string{"-count", "many"}, 2, "", `invalid value "many" for flag -count`, ""},
+		{"stray argument", []string{"devalloc"}, 2, "", `unexpected argument "devalloc": accbench takes only flags (choose suites with -suite a,b)`, ""},
+		{"unknown suite", []string{"-suite", "nosuch"}, 2, "", `-suite: unknown suite "nosuch" (suites: devalloc, replay,`, ""},
+		{"count out of range", []string{"-count", "0"}, 2, "", "-count 0: want 1..100", ""},
+		{"unknown backend", []string{"-driver", "nosuch"}, 2, "", `-driver "nosuch": unknown backend "nosuch"; valid: auto, `, ""},
+		{"bad backend name", []string{"-driver", "si m"}, 2, "", "-driver: driver spec", ""},
+		{"unknown dsn key", []string{"-driver", "sim:bogus=1", "-suite", "wrlru"}, 2, "", `unknown key "bogus" (valid keys: devices, capacity`, ""},
+		{"bad dsn value", []string{"-driver", "sim:devices=0", "-suite", "wrlru"}, 2, "", `-driver "sim:devices=0"`, ""},
+		{"trace without replay", []string{"-suite", "wrlru", "-trace", badTrace}, 2, "", "which -suite \"wrlru\" leaves out", ""},
+		{"bad trace", []string{"-suite", "replay", "-trace", badTrace}, 2, "", badTrace + ":2:", ""},
+		{"unknown backend in env", []string{"-suite", "wrlru"}, 2, "", `ACCELKIT_DRIVER="nosuch": unknown backend "nosuch"; valid: `, "nosuch"},
+		{"bad backend name in env", []string{"-suite", "wrlru"}, 2, "", "ACCELKIT_DRIVER: driver spec", "si m"},
+		{"bad dsn in env", []string{"-suite", "wrlru"}, 2, "", `ACCELKIT_DRIVER="sim:devices=0"`, "sim:devices=0"},
+		{"flag dsn hidden by env", []string{"-suite", "wrlru", "-driver", "auto:x=1"}, 2, "", "the variable's configuration would be used", "sim"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(driver.EnvDriver, tc.env)
 			out := filepath.Join(t.TempDir(), "out")
 			var stdout, stderr bytes.Buffer
 			code := Main(append(tc.args, "-out", out), &stdout, &stderr, Extra{})
