@@ -276,11 +276,17 @@ func (c *Cache) dropUnusable(ctx context.Context, k progcache.Key, why unusable)
 	if why == oversized {
 		c.n.oversized.Add(1)
 	}
-	key := c.ks.entry(k)
+	c.deleteIf(ctx, k, "delete unusable entry", dropUnusableScript, c.opts.MaxEntryBytes)
+}
+
+// deleteIf runs script, a compare-and-delete of k's entry, and when it
+// deleted the entry counts it and drops k from the index. A failure is
+// counted by call and otherwise ignored.
+func (c *Cache) deleteIf(ctx context.Context, k progcache.Key, what string, script *redis.Script, args ...any) {
 	var n int64
-	err := c.call(ctx, "delete unusable entry", func(ctx context.Context) error {
+	err := c.call(ctx, what, func(ctx context.Context) error {
 		var err error
-		n, err = dropUnusableScript.Run(ctx, c.client, []string{key}, c.opts.MaxEntryBytes).Int64()
+		n, err = script.Run(ctx, c.client, []string{c.ks.entry(k)}, args...).Int64()
 		return err
 	})
 	if err != nil || n == 0 {
@@ -336,20 +342,7 @@ return 0`)
 // counted by call and otherwise ignored: the entry stays a miss.
 func (c *Cache) deleteCorrupt(ctx context.Context, k progcache.Key, b []byte) {
 	sum := sha1.Sum(b)
-	key := c.ks.entry(k)
-	var n int64
-	err := c.call(ctx, "delete corrupt entry", func(ctx context.Context) error {
-		var err error
-		n, err = deleteIfEqual.Run(ctx, c.client, []string{key}, hex.EncodeToString(sum[:])).Int64()
-		return err
-	})
-	if err != nil || n == 0 {
-		return
-	}
-	c.n.corruptDeleted.Add(1)
-	if c.index != nil {
-		c.index.forget(ctx, member(k))
-	}
+	c.deleteIf(ctx, k, "delete corrupt entry", deleteIfEqual, hex.EncodeToString(sum[:]))
 }
 
 // Put stores obj under k, replacing what was there, with Options.TTL. A
