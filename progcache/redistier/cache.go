@@ -201,30 +201,32 @@ func (c *Cache) lookup(ctx context.Context, k progcache.Key) ([]byte, error) {
 		return nil, err
 	}
 	key := c.ks.entry(k)
-	var b []byte
-	var bad unusable
-	err := c.call(ctx, "get", func(ctx context.Context) error {
+	type reply struct {
+		b   []byte
+		bad unusable
+	}
+	r, err := callValue(ctx, c, "get", func(ctx context.Context) (reply, error) {
+		var b []byte
 		var err error
 		if c.index != nil {
 			b, err = c.index.getTouch(ctx, key, member(k))
 		} else {
 			b, err = entryBytes(c.getEntry(ctx, c.client, key))
 		}
-		bad = c.classify(b, err)
-		if bad != usable {
+		if bad := c.classify(b, err); bad != usable {
 			// An answer, if one that cannot be an entry: not a failure
 			// of the server, for the breaker or the counters.
-			return nil
+			return reply{bad: bad}, nil
 		}
-		return err
+		return reply{b: b}, err
 	})
 	switch {
-	case err == nil && bad != usable:
+	case err == nil && r.bad != usable:
 		c.n.misses.Add(1)
-		c.dropUnusable(ctx, k, bad)
+		c.dropUnusable(ctx, k, r.bad)
 		return nil, nil
 	case err == nil:
-		return b, nil
+		return r.b, nil
 	case ctx.Err() != nil:
 		return nil, err
 	}
@@ -283,11 +285,8 @@ func (c *Cache) dropUnusable(ctx context.Context, k progcache.Key, why unusable)
 // deleted the entry counts it and drops k from the index. A failure is
 // counted by call and otherwise ignored.
 func (c *Cache) deleteIf(ctx context.Context, k progcache.Key, what string, script *redis.Script, args ...any) {
-	var n int64
-	err := c.call(ctx, what, func(ctx context.Context) error {
-		var err error
-		n, err = script.Run(ctx, c.client, []string{c.ks.entry(k)}, args...).Int64()
-		return err
+	n, err := callValue(ctx, c, what, func(ctx context.Context) (int64, error) {
+		return script.Run(ctx, c.client, []string{c.ks.entry(k)}, args...).Int64()
 	})
 	if err != nil || n == 0 {
 		return

@@ -7,10 +7,12 @@ package redistier
 // only when the client was built with ContextTimeoutEnabled; otherwise it
 // waits up to its own ReadTimeout (3 s by default, or for ever) whatever
 // the context says. The client is the caller's, with their settings, so
-// call enforces Options.Timeout itself: with a client that honours
+// callValue enforces Options.Timeout itself: with a client that honours
 // deadlines the call runs on the caller's goroutine under a context with
 // that deadline; with one that does not, it runs on a goroutine of its own
-// and call stops waiting for it at the deadline. The abandoned call ends
+// and callValue stops waiting for it at the deadline. What that goroutine
+// reads comes back as the op's value, which callValue hands over only when
+// the call succeeded, so no caller can read a reply that came too late. The abandoned call ends
 // within the client's ReadTimeout (its connection is then discarded) and
 // is counted in Stats.Abandoned.
 
@@ -39,48 +41,66 @@ func honoursDeadlines(c redis.UniversalClient) bool {
 	return false
 }
 
-// call runs op, which talks to Redis, under the breaker and within
-// Options.Timeout. It returns nil, redis.Nil (a missing key: an answer,
-// not a failure), an error wrapping the caller's context error when ctx
-// ended, or an error wrapping ErrUnavailable and the cause, counted. what
-// names the operation in the error.
+// callValue runs op, which talks to Redis, under the breaker and within
+// Options.Timeout, and returns op's value only when the call succeeded:
+// with any error, the value is T's zero value. The error is nil, redis.Nil
+// (a missing key: an answer, not a failure), an error wrapping the
+// caller's context error when ctx ended, or an error wrapping
+// ErrUnavailable and the cause, counted. what names the operation in the
+// error.
 //
-// op must not keep what it is given past its return, and its caller must
-// read what op wrote only when call returned without a timeout: an
-// abandoned op finishes on its own goroutine.
-func (c *Cache) call(ctx context.Context, what string, op func(ctx context.Context) error) error {
+// An abandoned op finishes on its own goroutine, after callValue returned:
+// its value travels back only through the channel that callValue stops
+// reading when it gives up, so no caller can read a reply that came too
+// late. op must hand what it read back as its value, never write it to
+// the caller's variables, and must not keep what it is given past its
+// return.
+func callValue[T any](ctx context.Context, c *Cache, what string, op func(ctx context.Context) (T, error)) (T, error) {
+	var zero T
 	ok, probe := c.breaker.allow()
 	if !ok {
 		c.n.rejected.Add(1)
-		return fmt.Errorf("redistier: %s: %w", what, ErrBreakerOpen)
+		return zero, fmt.Errorf("redistier: %s: %w", what, ErrBreakerOpen)
 	}
 	opCtx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
+	var v T
 	var err error
 	if c.inline {
-		err = op(opCtx)
+		v, err = op(opCtx)
 	} else {
-		done := make(chan error, 1)
-		go func() { done <- op(opCtx) }()
+		type result struct {
+			v   T
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			v, err := op(opCtx)
+			done <- result{v, err}
+		}()
 		select {
-		case err = <-done:
+		case r := <-done:
+			v, err = r.v, r.err
 		case <-opCtx.Done():
 			c.n.abandoned.Add(1)
 			err = opCtx.Err()
 		}
 	}
 	switch {
-	case err == nil || errors.Is(err, redis.Nil):
+	case err == nil:
 		c.breaker.done(probe, verdictOK)
-		return err
+		return v, nil
+	case errors.Is(err, redis.Nil):
+		c.breaker.done(probe, verdictOK)
+		return zero, err
 	case ctx.Err() != nil:
 		// The caller gave up (or its own deadline came first): nothing
 		// learnt about the server, and nothing counted.
 		c.breaker.done(probe, verdictNeutral)
-		return fmt.Errorf("redistier: %s: %w", what, ctx.Err())
+		return zero, fmt.Errorf("redistier: %s: %w", what, ctx.Err())
 	}
 	c.n.errors.Add(1)
-	v := verdictFailed
+	verdict := verdictFailed
 	switch {
 	case opCtx.Err() != nil || isTimeout(err):
 		c.n.timeouts.Add(1)
@@ -88,10 +108,18 @@ func (c *Cache) call(ctx context.Context, what string, op func(ctx context.Conte
 	case isReply(err):
 		// The server answered: it is there, if unhappy (out of memory
 		// under noeviction, no permission, a script error).
-		v = verdictOK
+		verdict = verdictOK
 	}
-	c.breaker.done(probe, v)
-	return fmt.Errorf("redistier: %s: %w: %w", what, ErrUnavailable, err)
+	c.breaker.done(probe, verdict)
+	return zero, fmt.Errorf("redistier: %s: %w: %w", what, ErrUnavailable, err)
+}
+
+// call is callValue for an op that returns nothing but its error.
+func (c *Cache) call(ctx context.Context, what string, op func(ctx context.Context) error) error {
+	_, err := callValue(ctx, c, what, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, op(ctx)
+	})
+	return err
 }
 
 // isTimeout reports a network timeout.

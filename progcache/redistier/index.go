@@ -104,11 +104,8 @@ func (x *index) getTouch(ctx context.Context, key, m string) ([]byte, error) {
 // stored but outside the budget until its next Put.
 func (x *index) admit(ctx context.Context, m string, size int64) {
 	c := x.c
-	var victims []string
-	err := c.call(ctx, "index put", func(ctx context.Context) error {
-		var err error
-		victims, err = admitScript.Run(ctx, c.client, []string{c.ks.lru, c.ks.sizes, c.ks.bytes, c.ks.tick}, m, size, c.opts.MaxBytes).StringSlice()
-		return err
+	victims, err := callValue(ctx, c, "index put", func(ctx context.Context) ([]string, error) {
+		return admitScript.Run(ctx, c.client, []string{c.ks.lru, c.ks.sizes, c.ks.bytes, c.ks.tick}, m, size, c.opts.MaxBytes).StringSlice()
 	})
 	if err != nil || len(victims) == 0 {
 		return

@@ -126,11 +126,8 @@ func (c *Cache) AcquireLease(ctx context.Context, k progcache.Key) (*Lease, erro
 	_, _ = rand.Read(tok[:]) // crypto/rand.Read never fails
 	l := &Lease{c: c, k: k, key: c.ks.lease(k), token: hex.EncodeToString(tok[:]), done: make(chan struct{}), lost: make(chan struct{})}
 	sent := time.Now()
-	var took int64
-	err := c.call(ctx, "acquire lease", func(ctx context.Context) error {
-		var err error
-		took, err = acquireScript.Run(ctx, c.client, []string{l.key}, l.token, c.opts.LeaseTTL.Milliseconds(), MaxLeaseTTL.Milliseconds()).Int64()
-		return err
+	took, err := callValue(ctx, c, "acquire lease", func(ctx context.Context) (int64, error) {
+		return acquireScript.Run(ctx, c.client, []string{l.key}, l.token, c.opts.LeaseTTL.Milliseconds(), MaxLeaseTTL.Milliseconds()).Int64()
 	})
 	if err != nil {
 		return nil, err
@@ -186,11 +183,8 @@ func (l *Lease) heartbeat(validUntil time.Time) {
 		case <-t.C:
 		}
 		sent := time.Now()
-		var n int64
-		err := c.call(l.ctx, "extend lease", func(ctx context.Context) error {
-			var err error
-			n, err = extendScript.Run(ctx, c.client, []string{l.key}, l.token, ttl.Milliseconds()).Int64()
-			return err
+		n, err := callValue(l.ctx, c, "extend lease", func(ctx context.Context) (int64, error) {
+			return extendScript.Run(ctx, c.client, []string{l.key}, l.token, ttl.Milliseconds()).Int64()
 		})
 		switch {
 		case l.ctx.Err() != nil:
@@ -238,11 +232,8 @@ func (l *Lease) release(ctx context.Context) error {
 	c.mu.Lock()
 	delete(c.leases, l)
 	c.mu.Unlock()
-	var n int64
-	err := c.call(ctx, "release lease", func(ctx context.Context) error {
-		var err error
-		n, err = releaseScript.Run(ctx, c.client, []string{l.key}, l.token).Int64()
-		return err
+	n, err := callValue(ctx, c, "release lease", func(ctx context.Context) (int64, error) {
+		return releaseScript.Run(ctx, c.client, []string{l.key}, l.token).Int64()
 	})
 	if err != nil {
 		return err

@@ -43,11 +43,8 @@ func (c *Cache) Prefetch(ctx context.Context, keys []progcache.Key, fn func(prog
 		for _, k := range batch {
 			names = append(names, c.ks.entry(k))
 		}
-		var vals []*redis.StringCmd
-		err := c.call(ctx, "prefetch", func(ctx context.Context) error {
-			var err error
-			vals, err = c.getAll(ctx, names)
-			return err
+		vals, err := callValue(ctx, c, "prefetch", func(ctx context.Context) ([]*redis.StringCmd, error) {
+			return c.getAll(ctx, names)
 		})
 		if err != nil {
 			return delivered, fmt.Errorf("%w (after %d of %d keys)", err, delivered, len(keys))
@@ -93,19 +90,21 @@ func (c *Cache) Prefetch(ctx context.Context, keys []progcache.Key, fn func(prog
 // counted by call, and returned for classify; a refused or wrong-typed
 // value is returned as its error, not counted as a failure.
 func (c *Cache) lookupOne(ctx context.Context, key string) ([]byte, error) {
-	var b []byte
-	var got error
-	err := c.call(ctx, "prefetch", func(ctx context.Context) error {
-		b, got = entryBytes(c.getEntry(ctx, c.client, key))
-		if c.classify(b, got) != usable {
-			return nil
+	type reply struct {
+		b   []byte
+		err error // a refused or wrong-typed value: an answer, for classify
+	}
+	r, err := callValue(ctx, c, "prefetch", func(ctx context.Context) (reply, error) {
+		b, err := entryBytes(c.getEntry(ctx, c.client, key))
+		if c.classify(b, err) != usable {
+			return reply{b, err}, nil
 		}
-		return got
+		return reply{b: b}, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return b, got
+	return r.b, r.err
 }
 
 // getAll reads names (getEntry) in one pipeline. Each command keeps its

@@ -54,16 +54,18 @@ func (c *Cache) unavailable(what string, err error) error {
 func (c *Cache) scan(ctx context.Context, node redis.UniversalClient, pattern string, fn func(ctx context.Context, keys []string) error) error {
 	var cursor uint64
 	for {
-		var keys []string
-		var next uint64
-		err := c.call(ctx, "scan", func(ctx context.Context) error {
-			var err error
-			keys, next, err = node.Scan(ctx, cursor, pattern, scanCount).Result()
-			return err
+		type page struct {
+			keys []string
+			next uint64
+		}
+		p, err := callValue(ctx, c, "scan", func(ctx context.Context) (page, error) {
+			keys, next, err := node.Scan(ctx, cursor, pattern, scanCount).Result()
+			return page{keys, next}, err
 		})
 		if err != nil {
 			return err
 		}
+		keys, next := p.keys, p.next
 		if len(keys) > 0 {
 			if err := fn(ctx, keys); err != nil {
 				return err
