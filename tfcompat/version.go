@@ -12,6 +12,7 @@ package tfcompat
 // accepted as PEP 440's normalisation allows ("2.17.0-rc0").
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -280,18 +281,18 @@ func Compare(a, b Version) int {
 	if c := compareRelease(a.Release, b.Release); c != 0 {
 		return c
 	}
-	if c := cmpInt(preKey(a), preKey(b)); c != 0 {
+	if c := cmp.Compare(preKey(a), preKey(b)); c != 0 {
 		return c
 	}
 	if a.Pre != PhaseNone && b.Pre != PhaseNone {
-		if c := cmpInt(a.PreN, b.PreN); c != 0 {
+		if c := cmp.Compare(a.PreN, b.PreN); c != 0 {
 			return c
 		}
 	}
-	if c := cmpInt(postKey(a), postKey(b)); c != 0 {
+	if c := cmp.Compare(postKey(a), postKey(b)); c != 0 {
 		return c
 	}
-	if c := cmpInt(devKey(a), devKey(b)); c != 0 {
+	if c := cmp.Compare(devKey(a), devKey(b)); c != 0 {
 		return c
 	}
 	return compareLocal(a.Local, b.Local)
@@ -338,7 +339,7 @@ func compareRelease(a, b []int) int {
 		if i < len(b) {
 			y = b[i]
 		}
-		if c := cmpInt(x, y); c != 0 {
+		if c := cmp.Compare(x, y); c != 0 {
 			return c
 		}
 	}
@@ -364,7 +365,7 @@ func compareLocal(a, b string) int {
 		y, yerr := strconv.Atoi(bs[i])
 		switch {
 		case xerr == nil && yerr == nil:
-			if c := cmpInt(x, y); c != 0 {
+			if c := cmp.Compare(x, y); c != 0 {
 				return c
 			}
 		case xerr == nil:
@@ -377,15 +378,5 @@ func compareLocal(a, b string) int {
 			}
 		}
 	}
-	return cmpInt(len(as), len(bs))
-}
-
-func cmpInt(a, b int) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Compare(len(as), len(bs))
 }

@@ -1,6 +1,7 @@
 package tfcompat
 
 import (
+	"cmp"
 	"errors"
 	"strings"
 	"testing"
@@ -83,7 +84,7 @@ func TestCompareOrder(t *testing.T) {
 	}
 	for i := range vs {
 		for j := range vs {
-			want := cmpInt(i, j)
+			want := cmp.Compare(i, j)
 			if got := Compare(vs[i], vs[j]); got != want {
 				t.Errorf("Compare(%s, %s) = %d, want %d", order[i], order[j], got, want)
 			}

@@ -8,6 +8,7 @@ package cuda
 import "C"
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
 	"slices"
@@ -303,7 +304,7 @@ func (d *device) HostFree(b *driver.HostBuffer) error {
 // addPin inserts r into pins.
 func (d *device) addPin(r pinRange) {
 	d.pinMu.Lock()
-	i, _ := slices.BinarySearchFunc(d.pins, r.base, func(r pinRange, b uintptr) int { return cmpUintptr(r.base, b) })
+	i, _ := slices.BinarySearchFunc(d.pins, r.base, func(r pinRange, b uintptr) int { return cmp.Compare(r.base, b) })
 	d.pins = slices.Insert(d.pins, i, r)
 	d.pinMu.Unlock()
 }
@@ -311,7 +312,7 @@ func (d *device) addPin(r pinRange) {
 // dropPin removes the range starting at base from pins.
 func (d *device) dropPin(base uintptr) {
 	d.pinMu.Lock()
-	if i, found := slices.BinarySearchFunc(d.pins, base, func(r pinRange, b uintptr) int { return cmpUintptr(r.base, b) }); found {
+	if i, found := slices.BinarySearchFunc(d.pins, base, func(r pinRange, b uintptr) int { return cmp.Compare(r.base, b) }); found {
 		d.pins = slices.Delete(d.pins, i, i+1)
 	}
 	d.pinMu.Unlock()
@@ -335,23 +336,13 @@ func (d *device) pinOverlap(p, end uintptr) (pinRange, bool) {
 	return pinRange{}, false
 }
 
-func cmpUintptr(a, b uintptr) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // pinned reports whether b lies inside one live HostAlloc buffer of d.
 func (d *device) pinned(b []byte) bool {
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	end := p + uintptr(len(b))
 	d.pinMu.RLock()
 	defer d.pinMu.RUnlock()
-	i, found := slices.BinarySearchFunc(d.pins, p, func(r pinRange, b uintptr) int { return cmpUintptr(r.base, b) })
+	i, found := slices.BinarySearchFunc(d.pins, p, func(r pinRange, b uintptr) int { return cmp.Compare(r.base, b) })
 	if !found {
 		i-- // the last range starting below p
 	}
