@@ -370,7 +370,7 @@ func BenchmarkStagerGrid(b *testing.B) {
 }
 
 // BenchmarkRegistered: what registering a buffer buys and costs, in one
-// run on one device. register-us/MiB is Register + Unregister of the
+// run on one device. register-us/MiB is Register + Close of the
 // buffer (median of 5) per MiB; then, interleaved as in benchStaged and
 // reported as medians, a CopyHtoD from the registered buffer (one DMA,
 // waited for), a staged CopyHtoD of a pageable buffer of the same size,
@@ -394,7 +394,7 @@ func BenchmarkRegistered(b *testing.B) {
 			if err != nil {
 				b.Skipf("Register: %v", err)
 			}
-			if err := r.Unregister(); err != nil {
+			if err := r.Close(); err != nil {
 				b.Fatal(err)
 			}
 			costs = append(costs, time.Since(t0))
@@ -404,7 +404,7 @@ func BenchmarkRegistered(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer r.Unregister()
+		defer r.Close()
 		sides := []func() error{
 			func() error { return e.sg.CopyHtoD(ctx, e.dptr, reg, e.st) },
 			func() error {

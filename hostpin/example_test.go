@@ -104,7 +104,7 @@ func ExampleStager_Register() {
 	if err != nil {
 		log.Fatal(err) // driver.ErrNotSupported: the device cannot register memory
 	}
-	defer r.Unregister()
+	defer r.Close()
 
 	dptr, _ := dev.Malloc(uint64(len(batch)))
 	defer dev.Free(dptr)

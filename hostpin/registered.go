@@ -27,12 +27,12 @@ import (
 // page-locked in place (Stager.Register). The Stager's copies from or to a
 // slice lying inside it are one asynchronous DMA each, with no staging.
 //
-// A Registered is safe for concurrent use by multiple goroutines.
-// Unregister waits for the Stager copies through the registration that
-// have started, and none starts after it.
+// A Registered is safe for concurrent use by multiple goroutines. Close
+// waits for the Stager copies through the registration that have started,
+// and none starts after it.
 type Registered struct {
 	// Locking: mu guards live. A Stager copy through the registration holds mu
-	// shared from its check of live until its DMA is done; Unregister holds it
+	// shared from its check of live until its DMA is done; Close holds it
 	// exclusively, so it waits for those copies and none starts after it.
 
 	st  *Stager
@@ -45,7 +45,7 @@ type Registered struct {
 
 // Register page-locks buf in place for the Stager's device and returns the
 // registration; buf stays the caller's, and its contents are not touched.
-// Until Unregister, the Stager's CopyHtoD from and CopyDtoH to any slice of
+// Until Close, the Stager's CopyHtoD from and CopyDtoH to any slice of
 // buf are one asynchronous DMA each, and buf's memory is pinned where it is
 // (the driver holds a runtime.Pinner on it). It fails with an error
 // wrapping driver.ErrNotSupported when the device cannot register memory
@@ -75,23 +75,28 @@ func (r *Registered) Bytes() []byte { return r.buf.Bytes() }
 
 // HostBuffer returns the driver's buffer for the registration, for async
 // copies of your own (driver.Device.CopyHtoD and CopyDtoH accept its
-// slices as pinned). Such copies must be complete before Unregister.
+// slices as pinned). Such copies must be complete before Close.
 func (r *Registered) HostBuffer() *driver.HostBuffer { return r.buf }
 
-// Unregister waits for the Stager's copies through the registration, then
-// ends it: the memory is ordinary Go memory again. Async copies of your
-// own from HostBuffer must be complete first. A second call returns nil.
-func (r *Registered) Unregister() error {
+// Close waits for the Stager's copies through the registration, then ends
+// it: the memory is ordinary Go memory again, and the Stager stages later
+// copies of it. Async copies of your own from HostBuffer must be complete
+// first. The registration ends even when the driver reports an error (a
+// lost or closed device has ended it already): that error is returned
+// once, and Close is idempotent (later calls return nil) and safe to call
+// concurrently with the other methods. Bytes and HostBuffer keep
+// answering; Registered has no other method that starts work.
+func (r *Registered) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.live {
 		return nil
 	}
-	if err := r.hr.HostUnregister(r.buf); err != nil {
-		return fmt.Errorf("hostpin: Unregister %d bytes: %w", r.buf.Len(), err)
-	}
 	r.live = false
 	r.st.regs.remove(r)
+	if err := r.hr.HostUnregister(r.buf); err != nil {
+		return fmt.Errorf("hostpin: Close of a registration of %d bytes: %w", r.buf.Len(), err)
+	}
 	return nil
 }
 

@@ -13,7 +13,7 @@ import (
 
 // TestRegistered: copies from and to a registered buffer take no staging
 // chunk (the Allocator sees no request) and move the right bytes, a slice
-// reaching outside the registration is staged, and after Unregister the
+// reaching outside the registration is staged, and after Close the
 // same buffer is staged again.
 func TestRegistered(t *testing.T) {
 	ctx := context.Background()
@@ -73,11 +73,11 @@ func TestRegistered(t *testing.T) {
 	if !bytes.Equal(got, buf) {
 		t.Fatal("staged copy of a partly registered slice moved other bytes")
 	}
-	if err := r.Unregister(); err != nil {
+	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Unregister(); err != nil {
-		t.Fatalf("second Unregister: %v, want nil", err)
+	if err := r.Close(); err != nil {
+		t.Fatalf("second Close: %v, want nil", err)
 	}
 	before = requests()
 	if err := sg.CopyHtoD(ctx, dptr, buf[:n/2], st); err != nil {
@@ -99,7 +99,7 @@ func TestRegisterErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Unregister()
+	defer r.Close()
 	if _, err := sg.Register(buf[100:8192]); !errors.Is(err, driver.ErrAlreadyRegistered) {
 		t.Errorf("overlapping Register = %v, want ErrAlreadyRegistered", err)
 	}
@@ -117,11 +117,11 @@ func TestRegisterErrors(t *testing.T) {
 	}
 }
 
-// TestRegisteredUnregisterRace: copies through a registration while it is
-// unregistered: each copy is either one DMA or staged, never lost or torn,
-// and Unregister waits for the DMAs in flight (the strict sim fails a DMA
+// TestRegisteredCloseRace: copies through a registration while two
+// goroutines close it: each copy is either one DMA or staged, never lost
+// or torn, both Closes return nil, and Close waits for the DMAs in flight (the strict sim fails a DMA
 // that reaches memory no longer pinned). Run under -race.
-func TestRegisteredUnregisterRace(t *testing.T) {
+func TestRegisteredCloseRace(t *testing.T) {
 	ctx := context.Background()
 	dev, _ := newDevice(t)
 	sg := newStager(t, newAlloc(t, dev, Options{}), StagerOptions{})
@@ -133,7 +133,7 @@ func TestRegisteredUnregisterRace(t *testing.T) {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
-		errs := make(chan error, 4)
+		errs := make(chan error, 5)
 		for range 3 {
 			wg.Go(func() {
 				st := newStream(t, dev)
@@ -149,17 +149,46 @@ func TestRegisteredUnregisterRace(t *testing.T) {
 					return
 				}
 				if !bytes.Equal(got, buf) {
-					errs <- errors.New("copy raced with Unregister moved other bytes")
+					errs <- errors.New("copy raced with Close moved other bytes")
 				}
 			})
 		}
-		if err := r.Unregister(); err != nil {
-			t.Fatal(err)
+		// Two Closes race the copies and each other: both return nil.
+		for range 2 {
+			wg.Go(func() {
+				if err := r.Close(); err != nil {
+					errs <- err
+				}
+			})
 		}
 		wg.Wait()
 		close(errs)
 		for err := range errs {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestRegisteredCloseAfterDeviceLost: a Close the driver fails (the device
+// is lost, which ended the registration) reports the error once and ends
+// the registration all the same: a second Close returns nil, as the
+// convention for Close says, and the Stager no longer copies through it.
+func TestRegisteredCloseAfterDeviceLost(t *testing.T) {
+	dev, hooks := newDevice(t)
+	sg := newStager(t, newAlloc(t, dev, Options{}), StagerOptions{})
+	buf := make([]byte, 1<<16)
+	r, err := sg.Register(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks.LoseDevice()
+	if err := r.Close(); !errors.Is(err, driver.ErrDeviceLost) {
+		t.Errorf("Close on a lost device = %v, want an error wrapping driver.ErrDeviceLost", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Errorf("second Close after a failed one = %v, want nil", err)
+	}
+	if got := sg.regs.find(buf); got != nil {
+		t.Error("the Stager still copies through a closed registration")
 	}
 }

@@ -159,7 +159,7 @@ func h2dSuite() Suite {
 			}
 			if reg != nil {
 				t0 = time.Now()
-				if err := reg.Unregister(); err != nil {
+				if err := reg.Close(); err != nil {
 					return out, err
 				}
 				regCost += time.Since(t0)
@@ -167,7 +167,7 @@ func h2dSuite() Suite {
 					return out, err
 				}
 				defer func() {
-					if uerr := reg.Unregister(); uerr != nil {
+					if uerr := reg.Close(); uerr != nil {
 						err = errors.Join(err, uerr)
 					}
 				}()
