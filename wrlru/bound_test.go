@@ -67,7 +67,7 @@ func TestBoundExactWhileSharded(t *testing.T) {
 // Caches sharing a Budget evict across each other in LRU order, and the
 // family never exceeds the budget.
 func TestBudgetSharedLRU(t *testing.T) {
-	b, err := NewBudget(10)
+	b, err := NewBudget(BudgetOptions{MaxSize: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestBudgetSharedLRU(t *testing.T) {
 func TestBudgetBoundConcurrent(t *testing.T) {
 	withProcs(t, func(t *testing.T) {
 		const max = 32
-		b, _ := NewBudget(max)
+		b, _ := NewBudget(BudgetOptions{MaxSize: max})
 		caches := make([]*Cache[obj, int, int], 3)
 		for i := range caches {
 			caches[i] = mustNew(t, func(_ context.Context, o *obj, a int) (int, error) { return a, nil }, Options{Budget: b, Shards: 4})
@@ -160,7 +160,7 @@ func TestBudgetBoundConcurrent(t *testing.T) {
 
 // A member cache that is dropped gives its slots back.
 func TestBudgetDroppedMember(t *testing.T) {
-	b, _ := NewBudget(8)
+	b, _ := NewBudget(BudgetOptions{MaxSize: 8})
 	keep := mustNew(t, func(_ context.Context, _ *obj, a int) (int, error) { return a, nil }, Options{Budget: b})
 	drop := mustNew(t, func(_ context.Context, _ *obj, a int) (int, error) { return a, nil }, Options{Budget: b})
 	ctx := context.Background()

@@ -1,7 +1,6 @@
 package wrlru
 
 import (
-	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -45,12 +44,13 @@ type Budget struct {
 	members []member
 }
 
-// NewBudget returns a budget of maxSize entries; 0 means unbounded.
-func NewBudget(maxSize int) (*Budget, error) {
-	if maxSize < 0 {
-		return nil, fmt.Errorf("%w: budget size %d: want 0 (unbounded) or more", ErrInvalidOption, maxSize)
+// NewBudget returns a budget with the bound opts gives. A value out of
+// range is an error wrapping ErrInvalidOption that names the field.
+func NewBudget(opts BudgetOptions) (*Budget, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
-	return newBudget(int64(maxSize)), nil
+	return newBudget(opts.bound()), nil
 }
 
 func newBudget(max int64) *Budget { return &Budget{max: max} }

@@ -23,7 +23,7 @@ func mustNew[T any, A comparable, V any](t testing.TB, fn func(context.Context, 
 }
 
 func TestNewOptions(t *testing.T) {
-	b, err := NewBudget(8)
+	b, err := NewBudget(BudgetOptions{MaxSize: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,8 +81,28 @@ func TestNewOptions(t *testing.T) {
 	if _, err := New(func(context.Context, *struct{}, int) (int, error) { return 0, nil }, Options{}); !errors.Is(err, ErrInvalidOption) {
 		t.Errorf("New with zero-size key type: err = %v, want ErrInvalidOption", err)
 	}
-	if _, err := NewBudget(-1); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("NewBudget(-1): err = %v, want ErrInvalidOption", err)
+	if _, err := NewBudget(BudgetOptions{MaxSize: -2}); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "BudgetOptions.MaxSize -2") {
+		t.Errorf("NewBudget(BudgetOptions{MaxSize: -2}): err = %v, want ErrInvalidOption naming BudgetOptions.MaxSize", err)
+	}
+}
+
+// TestBudgetOptions: the zero BudgetOptions and Unbounded are both an
+// unbounded budget, as NewBudget(0) was; a positive MaxSize is the bound.
+func TestBudgetOptions(t *testing.T) {
+	for _, tc := range []struct {
+		opts BudgetOptions
+		want int
+	}{
+		{BudgetOptions{}, 0},
+		{BudgetOptions{MaxSize: Unbounded}, 0},
+		{BudgetOptions{MaxSize: 5}, 5},
+	} {
+		b, err := NewBudget(tc.opts)
+		if err != nil {
+			t.Errorf("NewBudget(%+v): %v", tc.opts, err)
+		} else if b.MaxSize() != tc.want {
+			t.Errorf("NewBudget(%+v).MaxSize() = %d, want %d", tc.opts, b.MaxSize(), tc.want)
+		}
 	}
 }
 

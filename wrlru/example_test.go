@@ -55,7 +55,7 @@ func Example() {
 
 func ExampleBudget() {
 	// Two caches of different types share one capacity of 3 entries.
-	budget, err := wrlru.NewBudget(3)
+	budget, err := wrlru.NewBudget(wrlru.BudgetOptions{MaxSize: 3})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -250,7 +250,7 @@ func TestPanickingFnLeavesNoComputation(t *testing.T) {
 func TestEvictAndClearDuringComputation(t *testing.T) {
 	for _, op := range []string{"Evict", "Clear"} {
 		t.Run(op, func(t *testing.T) {
-			b, err := NewBudget(16)
+			b, err := NewBudget(BudgetOptions{MaxSize: 16})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -303,7 +303,7 @@ func TestEvictAndClearDuringComputation(t *testing.T) {
 	// The dropped computation alone: nothing cached, its slot given back.
 	for _, op := range []string{"Evict", "Clear"} {
 		t.Run(op+"/alone", func(t *testing.T) {
-			b, err := NewBudget(16)
+			b, err := NewBudget(BudgetOptions{MaxSize: 16})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -338,7 +338,7 @@ func TestEvictAndClearDuringComputation(t *testing.T) {
 // and slow computations; afterwards the cache is consistent and usable.
 func TestStressPanicsEvictClear(t *testing.T) {
 	withProcs(t, func(t *testing.T) {
-		b, err := NewBudget(40)
+		b, err := NewBudget(BudgetOptions{MaxSize: 40})
 		if err != nil {
 			t.Fatal(err)
 		}

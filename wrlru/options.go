@@ -2,9 +2,9 @@ package wrlru
 
 import "fmt"
 
-// Unbounded, as Options.MaxSize, lets a cache grow without bound (JAX's
-// maxsize=None): its entries go only when their object is collected, or
-// by Evict and Clear.
+// Unbounded, as Options.MaxSize or BudgetOptions.MaxSize, lets a cache
+// (or the caches of a budget) grow without bound (JAX's maxsize=None):
+// entries go only when their object is collected, or by Evict and Clear.
 const Unbounded = -1
 
 // Options configure New. The zero value is the default: a private bound of
@@ -43,6 +43,27 @@ func (o Options) validate() error {
 	}
 	return nil
 }
+
+// BudgetOptions configure NewBudget. The zero value is an unbounded
+// budget: the member caches' entries then go only when their objects are
+// collected, or by Evict and Clear.
+type BudgetOptions struct {
+	// MaxSize bounds the member caches together to this many entries. 0
+	// and Unbounded (-1) mean no bound; other negative values are an
+	// error.
+	MaxSize int
+}
+
+// validate reports a field of o out of range.
+func (o BudgetOptions) validate() error {
+	if o.MaxSize < Unbounded {
+		return fmt.Errorf("%w: BudgetOptions.MaxSize %d: want a positive bound, or 0 or Unbounded (-1) for none", ErrInvalidOption, o.MaxSize)
+	}
+	return nil
+}
+
+// bound returns the budget's bound for o; 0 means unbounded.
+func (o BudgetOptions) bound() int64 { return int64(max(o.MaxSize, 0)) }
 
 // bound returns the entries a private budget holds for o; 0 means
 // unbounded, as in NewBudget.
