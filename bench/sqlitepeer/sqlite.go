@@ -43,11 +43,21 @@ type Cache struct {
 	}
 }
 
-// Open opens (creating if needed) the SQLite file at path with a byte cap on
-// stored records (0: none; negative: error).
-func Open(path string, maxBytes int64) (*Cache, error) {
-	if maxBytes < 0 {
-		return nil, fmt.Errorf("sqlitepeer: byte cap %d is negative; use 0 for no cap: %w", maxBytes, progcache.ErrInvalidInput)
+// Options configure Open. The zero value is a cache without a byte cap.
+type Options struct {
+	// MaxBytes caps the bytes of the stored records: a Put that goes over
+	// evicts the least recently used entries, and a record over the cap
+	// is refused (progcache.ErrTooLarge). 0 means no cap; a negative value
+	// is an error.
+	MaxBytes int64
+}
+
+// Open opens (creating if needed) the SQLite file at path. An option out of
+// range is an error wrapping progcache.ErrInvalidConfig that names the
+// field.
+func Open(path string, opts Options) (*Cache, error) {
+	if opts.MaxBytes < 0 {
+		return nil, fmt.Errorf("sqlitepeer: Options.MaxBytes %d: want 0 (no cap) or a positive byte count: %w", opts.MaxBytes, progcache.ErrInvalidConfig)
 	}
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)")
 	if err != nil {
@@ -61,7 +71,7 @@ func Open(path string, maxBytes int64) (*Cache, error) {
 		db.Close()
 		return nil, err
 	}
-	return &Cache{db: db, maxBytes: maxBytes}, nil
+	return &Cache{db: db, maxBytes: opts.MaxBytes}, nil
 }
 
 // enter takes life shared and checks closed and ctx; on success the caller

@@ -2,6 +2,9 @@ package sqlitepeer
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,7 +16,7 @@ import (
 func TestConformance(t *testing.T) {
 	cachetest.Run(t, cachetest.Backend{
 		Open: func(t *testing.T, maxBytes int64) progcache.Cache {
-			c, err := Open(filepath.Join(t.TempDir(), "cache.db"), maxBytes)
+			c, err := Open(filepath.Join(t.TempDir(), "cache.db"), Options{MaxBytes: maxBytes})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -28,7 +31,7 @@ func TestConformance(t *testing.T) {
 			}
 			max := sc.maxBytes
 			sc.Close()
-			c2, err := Open(path, max)
+			c2, err := Open(path, Options{MaxBytes: max})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,9 +42,16 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// TestNegativeCap: a negative MaxBytes is refused with an error naming the
+// field, and no database file is made.
 func TestNegativeCap(t *testing.T) {
-	if _, err := Open(filepath.Join(t.TempDir(), "x.db"), -1); err == nil {
-		t.Fatal("negative cap accepted")
+	path := filepath.Join(t.TempDir(), "x.db")
+	_, err := Open(path, Options{MaxBytes: -1})
+	if !errors.Is(err, progcache.ErrInvalidConfig) || !strings.Contains(err.Error(), "Options.MaxBytes -1") {
+		t.Fatalf("Open with MaxBytes -1 = %v, want ErrInvalidConfig naming Options.MaxBytes", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused Open left %s behind (stat: %v)", path, err)
 	}
 }
 
@@ -50,7 +60,7 @@ func TestNegativeCap(t *testing.T) {
 // instead of reporting a plain miss, and a later Get removes it.
 func TestCorruptEntryRemoval(t *testing.T) {
 	ctx := context.Background()
-	c, err := Open(filepath.Join(t.TempDir(), "cache.db"), 0)
+	c, err := Open(filepath.Join(t.TempDir(), "cache.db"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

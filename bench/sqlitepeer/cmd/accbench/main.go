@@ -19,7 +19,9 @@ import (
 func main() {
 	extra := accbench.Extra{ProgcacheBackends: []accbench.NamedCache{{
 		Name: "sqlite",
-		Open: func(dir string) (progcache.Cache, error) { return sqlitepeer.Open(filepath.Join(dir, "cache.db"), 0) },
+		Open: func(dir string) (progcache.Cache, error) {
+			return sqlitepeer.Open(filepath.Join(dir, "cache.db"), sqlitepeer.Options{})
+		},
 	}}}
 	os.Exit(accbench.Main(os.Args[1:], os.Stdout, os.Stderr, extra))
 }
