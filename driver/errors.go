@@ -8,12 +8,12 @@ import (
 // Sentinel errors. Every backend's failures unwrap to one of these, so
 // errors.Is(err, driver.ErrOutOfMemory) works whatever the backend.
 var (
-	ErrOutOfMemory    = errors.New("out of memory")
-	ErrInvalidValue   = errors.New("invalid value")
-	ErrInvalidPointer = errors.New("invalid pointer") // unknown pointer, double free
-	ErrNotPinned      = errors.New("host memory not pinned: async copies need a slice inside a live HostBuffer")
-	ErrNotSupported   = errors.New("not supported")
-	ErrNoDevice       = errors.New("no device")
+	ErrOutOfMemory    = errors.New("driver: out of memory")
+	ErrInvalidValue   = errors.New("driver: invalid value")
+	ErrInvalidPointer = errors.New("driver: invalid pointer") // unknown pointer, double free
+	ErrNotPinned      = errors.New("driver: host memory not pinned: async copies need a slice inside a live HostBuffer")
+	ErrNotSupported   = errors.New("driver: not supported")
+	ErrNoDevice       = errors.New("driver: no device")
 	// ErrClosed is use of a closed driver, device, stream or event. Every
 	// accelkit module's ErrClosed matches it with errors.Is: modules that
 	// import driver wrap it with %w; a module that stands without driver
@@ -24,15 +24,15 @@ var (
 	// memory already page-locked through the driver: a live registration
 	// (of any of its devices) or a HostAlloc buffer. CUDA's
 	// CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED maps to it.
-	ErrAlreadyRegistered = errors.New("host memory already registered")
+	ErrAlreadyRegistered = errors.New("driver: host memory already registered")
 	// ErrNotRegistered is HostUnregister of a buffer that is not a live
 	// registration of the device: a HostAlloc buffer, one unregistered
 	// already, one of another device. CUDA's
 	// CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED maps to it.
-	ErrNotRegistered = errors.New("host memory not registered")
+	ErrNotRegistered = errors.New("driver: host memory not registered")
 	// ErrDeviceLost is sticky on the device: once seen, every later call on
 	// the device and its streams and events fails with it.
-	ErrDeviceLost = errors.New("device lost")
+	ErrDeviceLost = errors.New("driver: device lost")
 )
 
 // closedError is ErrClosed's type. Its AccelkitClosed method is the mark a
@@ -40,7 +40,7 @@ var (
 // comparable, so errors.Is(err, ErrClosed) keeps matching by ==.
 type closedError struct{}
 
-func (closedError) Error() string { return "closed" }
+func (closedError) Error() string { return "driver: closed" }
 
 // AccelkitClosed marks the error as accelkit's closed sentinel.
 func (closedError) AccelkitClosed() {}

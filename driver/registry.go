@@ -47,7 +47,7 @@ const EnvDriver = "ACCELKIT_DRIVER"
 
 // ErrUnknownBackend is Open of a name no backend registered, whether the
 // name was Open's argument or came from ACCELKIT_DRIVER.
-var ErrUnknownBackend = errors.New("unknown backend")
+var ErrUnknownBackend = errors.New("driver: unknown backend")
 
 // regMu guards registry; it is never held while a backend's Open or Probe
 // runs.
@@ -111,7 +111,7 @@ func Open(name, dsn string) (Driver, error) {
 			}
 			if n != "auto" {
 				if !registered(n) {
-					return nil, fmt.Errorf("driver: %s=%q: %w", EnvDriver, spec, unknownBackend(n))
+					return nil, unknownBackend(n, fmt.Sprintf(" in %s=%q", EnvDriver, spec))
 				}
 				return Open(n, d)
 			}
@@ -123,7 +123,7 @@ func Open(name, dsn string) (Driver, error) {
 	b, ok := registry[name]
 	regMu.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("driver: %w", unknownBackend(name))
+		return nil, unknownBackend(name, "")
 	}
 	return b.Open(dsn)
 }
@@ -135,11 +135,12 @@ func registered(name string) bool {
 	return ok
 }
 
-// unknownBackend is the error for a name no backend registered. The hint
-// is for the program's author: a backend joins by blank import.
-func unknownBackend(name string) error {
-	return fmt.Errorf("%w %q (registered: %s; a program adds a backend by importing its package, e.g. _ \"github.com/accelkit/accelkit/driver/%s\")",
-		ErrUnknownBackend, name, strings.Join(append(Drivers(), "auto"), ", "), name)
+// unknownBackend is the error for a name no backend registered; where says
+// where the name came from when not from Open's argument. The hint is for
+// the program's author: a backend joins by blank import.
+func unknownBackend(name, where string) error {
+	return fmt.Errorf("%w %q%s (registered: %s; a program adds a backend by importing its package, e.g. _ \"github.com/accelkit/accelkit/driver/%s\")",
+		ErrUnknownBackend, name, where, strings.Join(append(Drivers(), "auto"), ", "), name)
 }
 
 // OpenDefault is Open("auto", ""): ACCELKIT_DRIVER if set, else the most
@@ -183,9 +184,9 @@ func openAuto(dsn string) (Driver, error) {
 		note = fmt.Sprintf(" (%s: registered without a probe, opened only by name)", strings.Join(byName, ", "))
 	}
 	if len(cands) == 0 {
-		return nil, fmt.Errorf("driver: auto: no backend to probe%s; import one, e.g. _ \"github.com/accelkit/accelkit/driver/sim\": %w", note, ErrNoDevice)
+		return nil, fmt.Errorf("%w: auto has no backend to probe%s; import one, e.g. _ \"github.com/accelkit/accelkit/driver/sim\"", ErrNoDevice, note)
 	}
-	format := "driver: auto: %w from any backend" + note + ": " + strings.TrimSuffix(strings.Repeat("%w; ", len(why)), "; ")
+	format := "%w: auto opened no backend" + note + ": " + strings.TrimSuffix(strings.Repeat("%w; ", len(why)), "; ")
 	return nil, fmt.Errorf(format, append([]any{ErrNoDevice}, why...)...)
 }
 

@@ -128,7 +128,7 @@ func TestOpen(t *testing.T) {
 	}{
 		{name: "named", backends: []Backend{simulated("sim", fake("sim", 1, nil))}, open: "sim", dsn: "devices=2", want: "sim", wantDSN: "devices=2"},
 		{name: "named without a probe", backends: []Backend{byName("tpu", fake("tpu", 1, nil))}, open: "tpu", want: "tpu"},
-		{name: "unknown", backends: []Backend{simulated("sim", fake("sim", 1, nil))}, open: "tpu", wantErr: []error{ErrUnknownBackend}, errText: []string{`unknown backend "tpu" (registered: sim, auto`}},
+		{name: "unknown", backends: []Backend{simulated("sim", fake("sim", 1, nil))}, open: "tpu", wantErr: []error{ErrUnknownBackend}, errText: []string{`driver: unknown backend "tpu" (registered: sim, auto`}},
 		{name: "auto prefers cuda with a device", backends: []Backend{simulated("sim", fake("sim", 1, nil)), hw("cuda", fake("cuda", 1, nil), probeOK)}, open: "auto", want: "cuda"},
 		{name: "auto falls back to sim without a cuda device", backends: []Backend{simulated("sim", fake("sim", 1, nil)), hw("cuda", fake("cuda", 0, nil), probeOK)}, open: "auto", dsn: "devices=3", want: "sim", wantDSN: "devices=3"},
 		{name: "auto falls back to sim when cuda fails", backends: []Backend{simulated("sim", fake("sim", 1, nil)), hw("cuda", failing(errNoLib), probeOK)}, open: "auto", want: "sim"},
@@ -160,7 +160,7 @@ func TestOpen(t *testing.T) {
 			byName("tpu", fake("tpu", 1, nil)),
 		}, open: "auto",
 			wantErr: []error{ErrNoDevice, errNoLib, errBadDSN},
-			errText: []string{"driver: auto: no device from any backend", "cuda: probe: no libcuda", "rocm: probe found a device, then the opened driver had none", "sim: probe: cuda dsn: unknown key capacity", "tpu: registered without a probe"}},
+			errText: []string{"driver: no device: auto opened no backend", "cuda: probe: no libcuda", "rocm: probe found a device, then the opened driver had none", "sim: probe: cuda dsn: unknown key capacity", "tpu: registered without a probe"}},
 		{name: "auto with nothing registered", open: "auto", wantErr: []error{ErrNoDevice}, errText: []string{"no backend to probe", "driver/sim"}},
 		{name: "auto with only probeless backends", backends: []Backend{byName("tpu", fake("tpu", 1, nil))}, open: "auto", wantErr: []error{ErrNoDevice}, errText: []string{"no backend to probe", "tpu: registered without a probe"}},
 		{name: "env names a backend", backends: []Backend{simulated("sim", fake("sim", 1, nil)), hw("cuda", fake("cuda", 1, nil), probeOK)}, env: "sim:devices=2", open: "auto", want: "sim", wantDSN: "devices=2"},
@@ -168,7 +168,7 @@ func TestOpen(t *testing.T) {
 		{name: "env auto with a dsn", backends: []Backend{simulated("sim", fake("sim", 1, nil))}, env: "auto:capacity=1GiB", open: "auto", want: "sim", wantDSN: "capacity=1GiB"},
 		{name: "env is ignored by a named Open", backends: []Backend{simulated("sim", fake("sim", 1, nil)), hw("cuda", fake("cuda", 1, nil), probeOK)}, env: "sim", open: "cuda", want: "cuda"},
 		{name: "env with a bad name", backends: []Backend{simulated("sim", fake("sim", 1, nil))}, env: "si m:x", open: "auto", errText: []string{EnvDriver}},
-		{name: "env names an unregistered backend", backends: []Backend{simulated("sim", fake("sim", 1, nil))}, env: "cuda", open: "auto", wantErr: []error{ErrUnknownBackend}, errText: []string{`ACCELKIT_DRIVER="cuda": unknown backend "cuda" (registered: sim, auto`}},
+		{name: "env names an unregistered backend", backends: []Backend{simulated("sim", fake("sim", 1, nil))}, env: "cuda", open: "auto", wantErr: []error{ErrUnknownBackend}, errText: []string{`driver: unknown backend "cuda" in ACCELKIT_DRIVER="cuda" (registered: sim, auto`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

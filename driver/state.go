@@ -273,7 +273,7 @@ func (s *DeviceState) CheckAlignment(op string, alignment uint64) error {
 // ClosedError is the error of op after the driver closed; who names the
 // driver or device, such as "sim" or "sim device 0".
 func ClosedError(who, op string) error {
-	return fmt.Errorf("%s: %s: driver %w", who, op, ErrClosed)
+	return fmt.Errorf("%s: %s: %w", who, op, ErrClosed)
 }
 
 // CheckOrdinal checks the ordinal given to Driver.Device of a driver with

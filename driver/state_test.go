@@ -71,7 +71,7 @@ func TestDeviceStateLifecycle(t *testing.T) {
 	if s.Lose(errors.New("second loss")) {
 		t.Error("a second Lose reported losing the device again")
 	}
-	wantErr(t, "Check after Lose", s.Check("Malloc"), ErrDeviceLost, "test device 3: Malloc: device lost (test)")
+	wantErr(t, "Check after Lose", s.Check("Malloc"), ErrDeviceLost, "test device 3: Malloc: driver: device lost (test)")
 	if s.Live() {
 		t.Error("Live after Lose")
 	}
@@ -81,7 +81,7 @@ func TestDeviceStateLifecycle(t *testing.T) {
 	if s.Close() {
 		t.Error("a second Close reported closing the device again")
 	}
-	wantErr(t, "Check after Close of a lost device", s.Check("Free"), ErrClosed, "test device 3: Free: driver closed")
+	wantErr(t, "Check after Close of a lost device", s.Check("Free"), ErrClosed, "test device 3: Free: driver: closed")
 	if s.Lose(lost) {
 		t.Error("Lose after Close reported losing the device")
 	}
@@ -128,7 +128,7 @@ func TestChecks(t *testing.T) {
 		want error    // nil: the check passes
 		text []string // the message names these
 	}{
-		{"closed", ClosedError("test", "Device(0)"), ErrClosed, []string{"test: Device(0): driver closed"}},
+		{"closed", ClosedError("test", "Device(0)"), ErrClosed, []string{"test: Device(0): driver: closed"}},
 		{"ordinal in range", CheckOrdinal("test", 1, 2), nil, nil},
 		{"ordinal negative", CheckOrdinal("test", -1, 2), ErrNoDevice, []string{"test: device ordinal -1 out of range [0, 2)"}},
 		{"ordinal past the end", CheckOrdinal("test", 2, 2), ErrNoDevice, []string{"[0, 2)"}},

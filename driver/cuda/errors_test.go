@@ -57,7 +57,7 @@ func TestResultTable(t *testing.T) {
 	if e := newError("cuX", 4242, func(int) string { return "" }); e.Name != "CUDA_ERROR_4242" || e.Err != nil {
 		t.Errorf("unnamed code = %+v; want CUDA_ERROR_4242 without a sentinel", e)
 	}
-	if got := newError("cuMemAlloc_v2", 2, nil).Error(); got != "cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory" {
+	if got := newError("cuMemAlloc_v2", 2, nil).Error(); got != "cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2): driver: out of memory" {
 		t.Errorf("message %q", got)
 	}
 }
