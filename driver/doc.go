@@ -8,7 +8,11 @@
 //
 // Backends live in sub-packages: driver/sim, the strict simulated device
 // that is the embedded default, and driver/cuda, which loads libcuda at run
-// time. driver/drivertest is the conformance suite both pass.
+// time. driver/drivertest is the conformance suite both pass. What only a
+// backend's author needs (each device's lifecycle and argument checks,
+// Compose for the optional capabilities, DSN parsing) is driver/backendkit,
+// apart from this package as database/sql/driver is apart from
+// database/sql; backends join this package's registry.
 //
 // A program chooses a backend; libraries take a Device:
 //

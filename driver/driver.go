@@ -188,7 +188,7 @@ type Peer interface {
 // memory the caller already has, in place (CUDA's cuMemHostRegister and
 // cuMemHostUnregister), so that asynchronous copies move it by DMA without
 // first copying it into a HostAlloc buffer. A backend offers it through
-// Compose.
+// backendkit.Compose.
 //
 // The memory stays the caller's; the registration borrows it. Go memory is
 // pinned with a runtime.Pinner from HostRegister to HostUnregister, as cgo's
@@ -237,7 +237,7 @@ type PropertiesDevice interface {
 }
 
 // AsVMM returns d's VMM capability, if it offers one. A backend offers it
-// through Compose.
+// through backendkit.Compose.
 func AsVMM(d Device) (VMM, bool) { v, ok := d.(VMM); return v, ok }
 
 // AsPeer returns d's peer capability, if it offers one.

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/backendkit"
 	"github.com/accelkit/accelkit/driver/cuda/internal/fakecuda"
 	"github.com/accelkit/accelkit/driver/drivertest"
 )
@@ -44,7 +45,7 @@ func TestConformanceFake(t *testing.T) {
 	l := fakecuda.Build(t, nil)
 	drivertest.Run(t, func(t *testing.T) driver.Driver {
 		drv, err := open("lib="+l.Path, func(d *device) driver.Device {
-			return driver.Compose(&faultDevice{d, faults{d, l}}, d.capabilities())
+			return backendkit.Compose(&faultDevice{d, faults{d, l}}, d.capabilities())
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/backendkit"
 )
 
 func init() {
@@ -46,7 +47,7 @@ func probe(dsn string) error {
 
 // devices loads the library dsn names and counts its devices.
 func devices(dsn string) (*lib, int, error) {
-	cfg, err := driver.ParseDSN("cuda", dsn, dsnKeys)
+	cfg, err := backendkit.ParseDSN("cuda", dsn, dsnKeys)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -108,9 +109,9 @@ func (drv *cudaDriver) DeviceCount() int { return len(drv.devs) }
 
 func (drv *cudaDriver) Device(ordinal int) (driver.Device, error) {
 	if drv.closed.Load() {
-		return nil, driver.ClosedError("cuda", "Device("+strconv.Itoa(ordinal)+")")
+		return nil, backendkit.ClosedError("cuda", "Device("+strconv.Itoa(ordinal)+")")
 	}
-	if err := driver.CheckOrdinal("cuda", ordinal, len(drv.devs)); err != nil {
+	if err := backendkit.CheckOrdinal("cuda", ordinal, len(drv.devs)); err != nil {
 		return nil, err
 	}
 	return drv.devs[ordinal].state.Public, nil

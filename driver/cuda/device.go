@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/backendkit"
 )
 
 // Device attributes read at Open (cuda.h CUdevice_attribute).
@@ -46,10 +47,10 @@ type device struct {
 	cu      C.CUdevice
 	ctx     C.CUcontext
 	// state names the device in errors ("cuda device N"), holds what
-	// Driver.Device hands out (driver.Compose of d and its capabilities)
+	// Driver.Device hands out (backendkit.Compose of d and its capabilities)
 	// and whether the device is live, lost (a context-poisoning error,
 	// sticky) or closed.
-	state driver.DeviceState
+	state backendkit.DeviceState
 
 	name        string
 	total       uint64
@@ -82,7 +83,7 @@ type pinRange struct {
 }
 
 // hostMem is the backend state of a HostBuffer (HostAlloc(0)'s empty
-// buffers are driver.DeviceState's, and the buffer's Device names its
+// buffers are backendkit.DeviceState's, and the buffer's Device names its
 // device): a HostAlloc allocation, or a HostRegister registration of the
 // caller's memory.
 //
@@ -102,14 +103,14 @@ type cudaDevicer interface{ cudaDevice() *device }
 
 func (d *device) cudaDevice() *device { return d }
 
-// asDevice returns the *device behind dev, unwrapping driver.Compose
+// asDevice returns the *device behind dev, unwrapping backendkit.Compose
 // wrappers, or nil when dev is not a device of this backend.
 func asDevice(dev driver.Device) *device {
 	for dev != nil {
 		if c, ok := dev.(cudaDevicer); ok {
 			return c.cudaDevice()
 		}
-		dev = driver.Unwrap(dev)
+		dev = backendkit.Unwrap(dev)
 	}
 	return nil
 }
@@ -180,16 +181,16 @@ func newDevice(drv *cudaDriver, ordinal int) (*device, error) {
 		return nil, fail("cuDevicePrimaryCtxRetain", r)
 	}
 	d.defStream = &stream{dev: d} // the legacy default stream: handle 0, ID 0
-	d.state.Public = driver.Compose(d, d.capabilities())
+	d.state.Public = backendkit.Compose(d, d.capabilities())
 	return d, nil
 }
 
 // capabilities are the optional interfaces d offers: a device without VMM
 // support must not satisfy driver.VMM at all, so the capabilities live in
-// their own types (vmmOps, peerOps, hostRegOps) and driver.Compose adds
+// their own types (vmmOps, peerOps, hostRegOps) and backendkit.Compose adds
 // only those the library and device support.
-func (d *device) capabilities() driver.Capabilities {
-	caps := driver.Capabilities{Properties: d}
+func (d *device) capabilities() backendkit.Capabilities {
+	caps := backendkit.Capabilities{Properties: d}
 	if d.granularity > 0 {
 		caps.VMM = vmmOps{d}
 	}
@@ -287,7 +288,7 @@ func (d *device) HostAlloc(size int) (*driver.HostBuffer, error) {
 
 // HostFree frees a HostAlloc buffer; a registration is HostUnregister's.
 func (d *device) HostFree(b *driver.HostBuffer) error {
-	hm, ok, err := driver.HostBufferState[*hostMem](&d.state, b)
+	hm, ok, err := backendkit.HostBufferState[*hostMem](&d.state, b)
 	if !ok {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/backendkit"
 )
 
 // hostRegOps is driver.HostRegisterDevice for a device whose library has
@@ -74,7 +75,7 @@ func (h hostRegOps) HostRegister(mem []byte) (*driver.HostBuffer, error) {
 func (h hostRegOps) HostUnregister(b *driver.HostBuffer) error {
 	const op = "HostUnregister"
 	d := h.d
-	hm, ok, err := driver.HostRegistrationState[*hostMem](&d.state, b)
+	hm, ok, err := backendkit.HostRegistrationState[*hostMem](&d.state, b)
 	if !ok {
 		return err
 	}

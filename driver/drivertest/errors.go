@@ -10,12 +10,13 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/backendkit"
 )
 
 // Faults is the optional fault-injection capability of a test backend's
 // device (driver/sim offers it), found by type assertion on the Device or,
-// when the Device is a driver.Compose wrapper, on the device it wraps
-// (driver.Unwrap, repeatedly): a backend that composes its capabilities
+// when the Device is a backendkit.Compose wrapper, on the device it wraps
+// (backendkit.Unwrap, repeatedly): a backend that composes its capabilities
 // keeps its test hooks on its own device type.
 type Faults interface {
 	// FailStream makes the next work item queued on s fail when it runs.
@@ -28,7 +29,7 @@ type Faults interface {
 // faults returns the device's fault hooks or skips the test.
 func faults(t *testing.T, e *env) Faults {
 	t.Helper()
-	for d := e.dev; d != nil; d = driver.Unwrap(d) {
+	for d := e.dev; d != nil; d = backendkit.Unwrap(d) {
 		if f, ok := d.(Faults); ok {
 			return f
 		}

@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/backendkit"
 )
 
 // Device is one simulated device. It implements driver.Device,
@@ -18,7 +19,7 @@ import (
 // driver.HostRegisterDevice, and carries the test hooks (Gate,
 // FailNthMalloc, SetFaultRate, FailStream, LoseDevice, Stats). The
 // driver.Device that Driver.Device returns offers VMM, Peer and
-// HostRegisterDevice only when configured (driver.Compose); Hooks recovers
+// HostRegisterDevice only when configured (backendkit.Compose); Hooks recovers
 // the *Device from it. Safe for concurrent use.
 type Device struct {
 	// Locking: mu guards used, streams, nextStream, handles, nextHandle,
@@ -30,9 +31,9 @@ type Device struct {
 	ordinal int
 	cfg     Config
 	// state names the device in errors ("sim device N"), holds what
-	// Driver.Device hands out (driver.Compose of d) and whether the device
+	// Driver.Device hands out (backendkit.Compose of d) and whether the device
 	// is live, lost or closed.
-	state driver.DeviceState
+	state backendkit.DeviceState
 	stats counters
 
 	mem  *table // device allocations and VMM reservations
@@ -72,7 +73,7 @@ func newDevice(drv *Driver, ordinal int) *Device {
 	// leaves off, so type assertions for driver.VMM, driver.Peer and
 	// driver.HostRegisterDevice fail as they would on hardware without
 	// them.
-	caps := driver.Capabilities{Properties: d}
+	caps := backendkit.Capabilities{Properties: d}
 	if d.cfg.VMM {
 		caps.VMM = d
 	}
@@ -83,7 +84,7 @@ func newDevice(drv *Driver, ordinal int) *Device {
 		caps.HostRegister = d
 	}
 	d.state.Who = "sim device " + strconv.Itoa(ordinal)
-	d.state.Public = driver.Compose(d, caps)
+	d.state.Public = backendkit.Compose(d, caps)
 	d.defStream = newStream(d, 0)
 	d.streams[0] = d.defStream
 	d.nextStream = 1
@@ -97,7 +98,7 @@ func Hooks(dev driver.Device) *Device {
 		if d, ok := dev.(*Device); ok {
 			return d
 		}
-		dev = driver.Unwrap(dev)
+		dev = backendkit.Unwrap(dev)
 	}
 	return nil
 }
@@ -340,7 +341,7 @@ func (d *Device) HostAlloc(size int) (*driver.HostBuffer, error) {
 // HostFree unmaps a buffer from HostAlloc. Copies still queued on it fail
 // when they run. A registration is not freed here (HostUnregister).
 func (d *Device) HostFree(b *driver.HostBuffer) error {
-	r, ok, err := driver.HostBufferState[*region](&d.state, b)
+	r, ok, err := backendkit.HostBufferState[*region](&d.state, b)
 	if !ok {
 		return err
 	}

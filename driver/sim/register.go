@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/backendkit"
 )
 
 // hostRegisterCheck reports why op cannot run on a device reached through
@@ -85,7 +86,7 @@ func (d *Device) HostRegister(mem []byte) (*driver.HostBuffer, error) {
 // sticky on their stream), so a caller must synchronise them first.
 func (d *Device) HostUnregister(b *driver.HostBuffer) error {
 	const op = "HostUnregister"
-	r, ok, err := driver.HostRegistrationState[*region](&d.state, b)
+	r, ok, err := backendkit.HostRegistrationState[*region](&d.state, b)
 	if !ok {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/backendkit"
 )
 
 // Defaults of Config and of the DSN keys.
@@ -97,7 +98,7 @@ func open(dsn string, vmmOK bool) (*Driver, error) {
 // parseConfig reads dsn, defaults filled in for a platform that can
 // (vmmOK) or cannot offer VMM.
 func parseConfig(dsn string, vmmOK bool) (Config, error) {
-	d, err := driver.ParseDSN("sim", dsn, dsnKeys)
+	d, err := backendkit.ParseDSN("sim", dsn, dsnKeys)
 	if err != nil {
 		return Config{}, err
 	}
@@ -211,9 +212,9 @@ func (drv *Driver) DeviceCount() int { return len(drv.devices) }
 // configured; Hooks reaches its *Device.
 func (drv *Driver) Device(ordinal int) (driver.Device, error) {
 	if drv.isClosed() {
-		return nil, driver.ClosedError("sim", "Device("+strconv.Itoa(ordinal)+")")
+		return nil, backendkit.ClosedError("sim", "Device("+strconv.Itoa(ordinal)+")")
 	}
-	if err := driver.CheckOrdinal("sim", ordinal, len(drv.devices)); err != nil {
+	if err := backendkit.CheckOrdinal("sim", ordinal, len(drv.devices)); err != nil {
 		return nil, err
 	}
 	return drv.devices[ordinal].state.Public, nil

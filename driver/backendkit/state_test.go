@@ -1,4 +1,4 @@
-package driver
+package backendkit
 
 import (
 	"errors"
@@ -6,26 +6,28 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/accelkit/accelkit/driver"
 )
 
 // fakeStream is a Stream of a given device.
 type fakeStream struct {
-	Stream
-	dev Device
+	driver.Stream
+	dev driver.Device
 }
 
-func (s *fakeStream) Device() Device { return s.dev }
+func (s *fakeStream) Device() driver.Device { return s.dev }
 
 // otherStream is a stream type of another backend.
 type otherStream struct{ fakeStream }
 
 // streamDev is a device whose default stream is known.
 type streamDev struct {
-	Device
+	driver.Device
 	def *fakeStream
 }
 
-func (d *streamDev) DefaultStream() Stream { return d.def }
+func (d *streamDev) DefaultStream() driver.Stream { return d.def }
 
 // newState returns a live DeviceState for a fresh streamDev.
 func newState() (*DeviceState, *streamDev) {
@@ -37,10 +39,10 @@ func newState() (*DeviceState, *streamDev) {
 func TestStreamOr(t *testing.T) {
 	_, d := newState()
 	other := &fakeStream{dev: d}
-	if got := StreamOr(d, nil); got != Stream(d.def) {
+	if got := driver.StreamOr(d, nil); got != driver.Stream(d.def) {
 		t.Errorf("StreamOr(dev, nil) = %v; want the default stream", got)
 	}
-	if got := StreamOr(d, other); got != Stream(other) {
+	if got := driver.StreamOr(d, other); got != driver.Stream(other) {
 		t.Errorf("StreamOr(dev, s) = %v; want s", got)
 	}
 }
@@ -64,14 +66,14 @@ func TestDeviceStateLifecycle(t *testing.T) {
 	if err := s.Check("Malloc"); err != nil || !s.Live() {
 		t.Fatalf("a new DeviceState: Check = %v, Live = %v; want nil, true", err, s.Live())
 	}
-	lost := fmt.Errorf("%w (test)", ErrDeviceLost)
+	lost := fmt.Errorf("%w (test)", driver.ErrDeviceLost)
 	if !s.Lose(lost) {
 		t.Error("the first Lose did not report losing the device")
 	}
 	if s.Lose(errors.New("second loss")) {
 		t.Error("a second Lose reported losing the device again")
 	}
-	wantErr(t, "Check after Lose", s.Check("Malloc"), ErrDeviceLost, "test device 3: Malloc: driver: device lost (test)")
+	wantErr(t, "Check after Lose", s.Check("Malloc"), driver.ErrDeviceLost, "test device 3: Malloc: driver: device lost (test)")
 	if s.Live() {
 		t.Error("Live after Lose")
 	}
@@ -81,11 +83,11 @@ func TestDeviceStateLifecycle(t *testing.T) {
 	if s.Close() {
 		t.Error("a second Close reported closing the device again")
 	}
-	wantErr(t, "Check after Close of a lost device", s.Check("Free"), ErrClosed, "test device 3: Free: driver: closed")
+	wantErr(t, "Check after Close of a lost device", s.Check("Free"), driver.ErrClosed, "test device 3: Free: driver: closed")
 	if s.Lose(lost) {
 		t.Error("Lose after Close reported losing the device")
 	}
-	wantErr(t, "Check after Lose of a closed device", s.Check("Free"), ErrClosed)
+	wantErr(t, "Check after Lose of a closed device", s.Check("Free"), driver.ErrClosed)
 }
 
 // TestDeviceStateRace races Lose and Close: the device ends closed, and
@@ -98,7 +100,7 @@ func TestDeviceStateRace(t *testing.T) {
 	for i := range 16 {
 		wg.Go(func() {
 			if i%2 == 0 {
-				if s.Lose(ErrDeviceLost) {
+				if s.Lose(driver.ErrDeviceLost) {
 					mu.Lock()
 					losses++
 					mu.Unlock()
@@ -117,7 +119,7 @@ func TestDeviceStateRace(t *testing.T) {
 	if losses > 1 || closes != 1 {
 		t.Errorf("%d Lose and %d Close calls reported success; want at most 1 and exactly 1", losses, closes)
 	}
-	wantErr(t, "Check after the race", s.Check("Malloc"), ErrClosed)
+	wantErr(t, "Check after the race", s.Check("Malloc"), driver.ErrClosed)
 }
 
 func TestChecks(t *testing.T) {
@@ -128,21 +130,21 @@ func TestChecks(t *testing.T) {
 		want error    // nil: the check passes
 		text []string // the message names these
 	}{
-		{"closed", ClosedError("test", "Device(0)"), ErrClosed, []string{"test: Device(0): driver: closed"}},
+		{"closed", ClosedError("test", "Device(0)"), driver.ErrClosed, []string{"test: Device(0): driver: closed"}},
 		{"ordinal in range", CheckOrdinal("test", 1, 2), nil, nil},
-		{"ordinal negative", CheckOrdinal("test", -1, 2), ErrNoDevice, []string{"test: device ordinal -1 out of range [0, 2)"}},
-		{"ordinal past the end", CheckOrdinal("test", 2, 2), ErrNoDevice, []string{"[0, 2)"}},
-		{"host freed", s.HostFreedError(64), ErrInvalidPointer, []string{"test device 3: HostFree: buffer of 64 bytes already freed"}},
-		{"unknown pointer", s.UnknownPointerError(0x1000), ErrInvalidPointer, []string{"Free(0x1000)", "not a live allocation", "already freed"}},
-		{"destroyed", s.DestroyedError("Stream.Query", "stream 4"), ErrInvalidValue, []string{"Stream.Query: stream 4 was destroyed"}},
-		{"not pinned", s.NotPinnedError("CopyHtoD", make([]byte, 10)), ErrNotPinned, []string{"CopyHtoD: 10 bytes at 0x", "not inside a live HostBuffer"}},
+		{"ordinal negative", CheckOrdinal("test", -1, 2), driver.ErrNoDevice, []string{"test: device ordinal -1 out of range [0, 2)"}},
+		{"ordinal past the end", CheckOrdinal("test", 2, 2), driver.ErrNoDevice, []string{"[0, 2)"}},
+		{"host freed", s.HostFreedError(64), driver.ErrInvalidPointer, []string{"test device 3: HostFree: buffer of 64 bytes already freed"}},
+		{"unknown pointer", s.UnknownPointerError(0x1000), driver.ErrInvalidPointer, []string{"Free(0x1000)", "not a live allocation", "already freed"}},
+		{"destroyed", s.DestroyedError("Stream.Query", "stream 4"), driver.ErrInvalidValue, []string{"Stream.Query: stream 4 was destroyed"}},
+		{"not pinned", s.NotPinnedError("CopyHtoD", make([]byte, 10)), driver.ErrNotPinned, []string{"CopyHtoD: 10 bytes at 0x", "not inside a live HostBuffer"}},
 		{"granularity multiple", s.CheckGranularity("MemCreate", "size", 4<<20, 2<<20, false), nil, nil},
 		{"granularity offset 0", s.CheckGranularity("MemMap", "offset", 0, 2<<20, true), nil, nil},
-		{"granularity size 0", s.CheckGranularity("MemCreate", "size", 0, 2<<20, false), ErrInvalidValue, []string{"MemCreate: size 0 is not a positive multiple of the granularity 2097152"}},
-		{"granularity not a multiple", s.CheckGranularity("MemMap", "offset", 4096, 2<<20, true), ErrInvalidValue, []string{"offset 4096"}},
+		{"granularity size 0", s.CheckGranularity("MemCreate", "size", 0, 2<<20, false), driver.ErrInvalidValue, []string{"MemCreate: size 0 is not a positive multiple of the granularity 2097152"}},
+		{"granularity not a multiple", s.CheckGranularity("MemMap", "offset", 4096, 2<<20, true), driver.ErrInvalidValue, []string{"offset 4096"}},
 		{"alignment 0", s.CheckAlignment("AddressReserve", 0), nil, nil},
 		{"alignment power of two", s.CheckAlignment("AddressReserve", 1<<30), nil, nil},
-		{"alignment not a power of two", s.CheckAlignment("AddressReserve", 3<<20), ErrInvalidValue, []string{"AddressReserve: alignment 3145728 is not 0 or a power of two"}},
+		{"alignment not a power of two", s.CheckAlignment("AddressReserve", 3<<20), driver.ErrInvalidValue, []string{"AddressReserve: alignment 3145728 is not 0 or a power of two"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -159,8 +161,8 @@ func TestChecks(t *testing.T) {
 
 // resolve is a backend's stream resolution with CheckStream: fakeStream is
 // its stream type.
-func resolve(s *DeviceState, op string, st Stream) (*fakeStream, error) {
-	own, ok := StreamOr(s.Public, st).(*fakeStream)
+func resolve(s *DeviceState, op string, st driver.Stream) (*fakeStream, error) {
+	own, ok := driver.StreamOr(s.Public, st).(*fakeStream)
 	if err := s.CheckStream(op, st, ok && own != nil && own.dev == s.Public); err != nil {
 		return nil, err
 	}
@@ -179,7 +181,7 @@ func TestCheckStream(t *testing.T) {
 	_, other := newState()
 	for _, tt := range []struct {
 		name string
-		st   Stream
+		st   driver.Stream
 	}{
 		{"another device's stream", &fakeStream{dev: other}},
 		{"another backend's stream", &otherStream{fakeStream{dev: d}}},
@@ -189,13 +191,13 @@ func TestCheckStream(t *testing.T) {
 		if got != nil {
 			t.Errorf("%s: resolve returned %v", tt.name, got)
 		}
-		wantErr(t, tt.name, err, ErrInvalidValue, "test device 3: Memset: stream", "is not a stream of this device")
+		wantErr(t, tt.name, err, driver.ErrInvalidValue, "test device 3: Memset: stream", "is not a stream of this device")
 	}
-	s.Lose(ErrDeviceLost)
+	s.Lose(driver.ErrDeviceLost)
 	_, err := resolve(s, "Memset", mine)
-	wantErr(t, "CheckStream on a lost device", err, ErrDeviceLost, "Memset")
+	wantErr(t, "CheckStream on a lost device", err, driver.ErrDeviceLost, "Memset")
 	_, err = resolve(s, "Memset", &fakeStream{dev: other})
-	wantErr(t, "CheckStream on a lost device, given a foreign stream", err, ErrDeviceLost, "Memset")
+	wantErr(t, "CheckStream on a lost device, given a foreign stream", err, driver.ErrDeviceLost, "Memset")
 }
 
 // hostState is a backend's HostBuffer bookkeeping, for HostBufferState.
@@ -207,7 +209,7 @@ func TestHostAllocAndFree(t *testing.T) {
 		t.Errorf("CheckHostAlloc(4096) = %v, %v; want nil, nil: the backend allocates", b, err)
 	}
 	_, err := s.CheckHostAlloc(-1)
-	wantErr(t, "CheckHostAlloc(-1)", err, ErrInvalidValue, "test device 3: HostAlloc(-1): size must be >= 0")
+	wantErr(t, "CheckHostAlloc(-1)", err, driver.ErrInvalidValue, "test device 3: HostAlloc(-1): size must be >= 0")
 
 	empty, err := s.CheckHostAlloc(0)
 	if err != nil || empty == nil || empty.Len() != 0 || empty.Device() != s.Public {
@@ -220,9 +222,9 @@ func TestHostAllocAndFree(t *testing.T) {
 	if ok {
 		t.Error("a second HostFree of an empty buffer reached the backend")
 	}
-	wantErr(t, "second HostFree of an empty buffer", err, ErrInvalidPointer, "buffer of 0 bytes already freed")
+	wantErr(t, "second HostFree of an empty buffer", err, driver.ErrInvalidPointer, "buffer of 0 bytes already freed")
 
-	mine := NewHostBuffer(s.Public, make([]byte, 8), &hostState{size: 8})
+	mine := driver.NewHostBuffer(s.Public, make([]byte, 8), &hostState{size: 8})
 	st, ok, err := HostBufferState[*hostState](s, mine)
 	if err != nil || !ok || st == nil || st.size != 8 {
 		t.Fatalf("HostBufferState of the device's own buffer = %v, %v, %v; want its state", st, ok, err)
@@ -231,14 +233,14 @@ func TestHostAllocAndFree(t *testing.T) {
 	otherEmpty, _ := other.CheckHostAlloc(0)
 	tests := []struct {
 		name string
-		b    *HostBuffer
+		b    *driver.HostBuffer
 		want error
 		text string
 	}{
-		{"nil", nil, ErrInvalidValue, "HostFree(nil)"},
-		{"another device's buffer", NewHostBuffer(other.Public, nil, &hostState{}), ErrInvalidPointer, "not allocated by this device's HostAlloc"},
-		{"another device's empty buffer", otherEmpty, ErrInvalidPointer, "not allocated by this device's HostAlloc"},
-		{"another backend's buffer", NewHostBuffer(s.Public, nil, "not a *hostState"), ErrInvalidPointer, "not allocated by this device's HostAlloc"},
+		{"nil", nil, driver.ErrInvalidValue, "HostFree(nil)"},
+		{"another device's buffer", driver.NewHostBuffer(other.Public, nil, &hostState{}), driver.ErrInvalidPointer, "not allocated by this device's HostAlloc"},
+		{"another device's empty buffer", otherEmpty, driver.ErrInvalidPointer, "not allocated by this device's HostAlloc"},
+		{"another backend's buffer", driver.NewHostBuffer(s.Public, nil, "not a *hostState"), driver.ErrInvalidPointer, "not allocated by this device's HostAlloc"},
 	}
 	for _, tt := range tests {
 		st, ok, err := HostBufferState[*hostState](s, tt.b)
@@ -249,9 +251,9 @@ func TestHostAllocAndFree(t *testing.T) {
 	}
 	s.Close()
 	_, err = s.CheckHostAlloc(0)
-	wantErr(t, "CheckHostAlloc after Close", err, ErrClosed, "HostAlloc")
+	wantErr(t, "CheckHostAlloc after Close", err, driver.ErrClosed, "HostAlloc")
 	_, _, err = HostBufferState[*hostState](s, mine)
-	wantErr(t, "HostBufferState after Close", err, ErrClosed, "HostFree")
+	wantErr(t, "HostBufferState after Close", err, driver.ErrClosed, "HostFree")
 }
 
 func TestHostRegisterChecks(t *testing.T) {
@@ -260,15 +262,15 @@ func TestHostRegisterChecks(t *testing.T) {
 	if err := s.CheckHostRegister(mem); err != nil {
 		t.Errorf("CheckHostRegister(64 bytes) = %v; want nil: the backend registers", err)
 	}
-	wantErr(t, "CheckHostRegister(empty)", s.CheckHostRegister(mem[:0]), ErrInvalidValue,
+	wantErr(t, "CheckHostRegister(empty)", s.CheckHostRegister(mem[:0]), driver.ErrInvalidValue,
 		"test device 3: HostRegister: empty memory", "at least 1 byte")
-	wantErr(t, "CheckHostRegister(nil)", s.CheckHostRegister(nil), ErrInvalidValue, "empty memory")
+	wantErr(t, "CheckHostRegister(nil)", s.CheckHostRegister(nil), driver.ErrInvalidValue, "empty memory")
 
 	err := s.RegisterOverlapError(mem[8:24], 0x1000, 0x2000, "a HostAlloc buffer of test device 3")
-	wantErr(t, "RegisterOverlapError", err, ErrAlreadyRegistered,
+	wantErr(t, "RegisterOverlapError", err, driver.ErrAlreadyRegistered,
 		fmt.Sprintf("HostRegister: [%p, ", &mem[8]), "(16 bytes) overlaps a HostAlloc buffer of test device 3 at [0x1000, 0x2000)", "disjoint")
 
-	reg := NewHostBuffer(s.Public, mem, &hostState{size: 64})
+	reg := driver.NewHostBuffer(s.Public, mem, &hostState{size: 64})
 	st, ok, err := HostRegistrationState[*hostState](s, reg)
 	if err != nil || !ok || st == nil || st.size != 64 {
 		t.Fatalf("HostRegistrationState of the device's own buffer = %v, %v, %v; want its state", st, ok, err)
@@ -277,14 +279,14 @@ func TestHostRegisterChecks(t *testing.T) {
 	empty, _ := s.CheckHostAlloc(0)
 	tests := []struct {
 		name string
-		b    *HostBuffer
+		b    *driver.HostBuffer
 		want error
 		text string
 	}{
-		{"nil", nil, ErrInvalidValue, "HostUnregister(nil)"},
-		{"another device's buffer", NewHostBuffer(other.Public, mem, &hostState{}), ErrNotRegistered, "was not made by this device's HostRegister"},
-		{"an empty HostAlloc buffer", empty, ErrNotRegistered, "(0 bytes) was not made by this device's HostRegister"},
-		{"another backend's buffer", NewHostBuffer(s.Public, mem, "not a *hostState"), ErrNotRegistered, "(64 bytes) was not made"},
+		{"nil", nil, driver.ErrInvalidValue, "HostUnregister(nil)"},
+		{"another device's buffer", driver.NewHostBuffer(other.Public, mem, &hostState{}), driver.ErrNotRegistered, "was not made by this device's HostRegister"},
+		{"an empty HostAlloc buffer", empty, driver.ErrNotRegistered, "(0 bytes) was not made by this device's HostRegister"},
+		{"another backend's buffer", driver.NewHostBuffer(s.Public, mem, "not a *hostState"), driver.ErrNotRegistered, "(64 bytes) was not made"},
 	}
 	for _, tt := range tests {
 		st, ok, err := HostRegistrationState[*hostState](s, tt.b)
@@ -293,13 +295,13 @@ func TestHostRegisterChecks(t *testing.T) {
 		}
 		wantErr(t, tt.name, err, tt.want, "test device 3: HostUnregister", tt.text)
 	}
-	wantErr(t, "NotRegisteredError", s.NotRegisteredError(reg, "was unregistered already"), ErrNotRegistered,
+	wantErr(t, "NotRegisteredError", s.NotRegisteredError(reg, "was unregistered already"), driver.ErrNotRegistered,
 		fmt.Sprintf("HostUnregister: buffer [%p, ", &mem[0]), "(64 bytes) was unregistered already", "live buffer from this device's HostRegister")
-	wantErr(t, "RegisteredFreeError", s.RegisteredFreeError(reg), ErrInvalidPointer,
+	wantErr(t, "RegisteredFreeError", s.RegisteredFreeError(reg), driver.ErrInvalidPointer,
 		"test device 3: HostFree: buffer [", "is a HostRegister registration, not a HostAlloc buffer; release it with HostUnregister")
 
 	s.Close()
-	wantErr(t, "CheckHostRegister after Close", s.CheckHostRegister(mem), ErrClosed, "HostRegister")
+	wantErr(t, "CheckHostRegister after Close", s.CheckHostRegister(mem), driver.ErrClosed, "HostRegister")
 	_, _, err = HostRegistrationState[*hostState](s, reg)
-	wantErr(t, "HostRegistrationState after Close", err, ErrClosed, "HostUnregister")
+	wantErr(t, "HostRegistrationState after Close", err, driver.ErrClosed, "HostUnregister")
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestGeneratedFileIsCurrent fails when driver/compose_wrappers.go is not
+// TestGeneratedFileIsCurrent fails when driver/backendkit/compose_wrappers.go is not
 // what the generator makes of the Capabilities struct in compose.go, for
 // example after a capability was added without `go generate`.
 func TestGeneratedFileIsCurrent(t *testing.T) {
@@ -21,7 +21,7 @@ func TestGeneratedFileIsCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("driver/%s is stale: run `go generate` in driver/ (it runs `go run ./internal/gencompose`)", output)
+		t.Fatalf("driver/backendkit/%s is stale: run `go generate` in driver/backendkit/ (it runs `go run ./internal/gencompose`)", output)
 	}
 }
 
@@ -33,20 +33,23 @@ func TestGenerate(t *testing.T) {
 		want         []string // in the output, or in the error when err
 		err          bool
 	}{
-		{"two", "A Alpha\n\tB Beta", []string{
-			"c0, has0 := base.(Alpha)", "has1 == (caps.B != nil) && (!has1 || caps.B == c1)",
-			"case 3:\n\t\treturn &withAB{c, caps.A, caps.B}", "withB struct {\n\t\tcomposed\n\t\tBeta\n\t}",
+		{"two", "A driver.Alpha\n\tB driver.Beta", []string{
+			"package backendkit", `import "github.com/accelkit/accelkit/driver"`,
+			"func offersExactly(base driver.Device, caps Capabilities) bool",
+			"c0, has0 := base.(driver.Alpha)", "has1 == (caps.B != nil) && (!has1 || caps.B == c1)",
+			"case 3:\n\t\treturn &withAB{c, caps.A, caps.B}", "withB struct {\n\t\tcomposed\n\t\tdriver.Beta\n\t}",
 		}, false},
-		{"names sharing a type", "A, B Alpha", []string{"two fields have one type"}, true},
-		{"embedded", "Alpha", []string{"every field must be named", "embedded Alpha"}, true},
-		{"qualified type", "A io.Reader", []string{"A io.Reader"}, true},
+		{"names sharing a type", "A, B driver.Alpha", []string{"two fields have one type"}, true},
+		{"embedded", "driver.Alpha", []string{"every field must be named", "embedded driver.Alpha"}, true},
+		{"unqualified type", "A Alpha", []string{"package driver", "A Alpha"}, true},
+		{"type of another package", "A io.Reader", []string{"A io.Reader"}, true},
 		{"empty", "", []string{"no fields"}, true},
-		{"too many", "A A\n\tB B\n\tC C\n\tD D\n\tE E\n\tF F\n\tG G\n\tH H\n\tI I", []string{"9 fields; at most 8"}, true},
+		{"too many", "A driver.A\n\tB driver.B\n\tC driver.C\n\tD driver.D\n\tE driver.E\n\tF driver.F\n\tG driver.G\n\tH driver.H\n\tI driver.I", []string{"9 fields; at most 8"}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			src := "package driver\n\ntype Capabilities struct {\n\t" + tt.fields + "\n}\n"
+			src := "package backendkit\n\ntype Capabilities struct {\n\t" + tt.fields + "\n}\n"
 			if err := os.WriteFile(filepath.Join(dir, source), []byte(src), 0o644); err != nil {
 				t.Fatal(err)
 			}

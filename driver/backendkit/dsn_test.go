@@ -1,4 +1,4 @@
-package driver
+package backendkit
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/accelkit/accelkit/driver"
 )
 
 var testKeys = []string{"devices", "capacity", "vmm"}
@@ -34,7 +36,7 @@ func TestParseDSN(t *testing.T) {
 		t.Run(tt.dsn, func(t *testing.T) {
 			got, err := ParseDSN("test", tt.dsn, testKeys)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrInvalidValue) {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, driver.ErrInvalidValue) {
 					t.Fatalf("ParseDSN(%q) = %v, %v; want an ErrInvalidValue mentioning %q", tt.dsn, got, err, tt.wantErr)
 				}
 				if !strings.Contains(err.Error(), "devices, capacity, vmm") && !strings.Contains(err.Error(), "twice") {
@@ -58,7 +60,7 @@ func TestDSNValues(t *testing.T) {
 		t.Errorf("Int(absent) = %d, %v; want the default", v, err)
 	}
 	for _, key := range []string{"bad", "n"} {
-		if _, err := d.Int(key, 0, 6, 10); !errors.Is(err, ErrInvalidValue) || !strings.Contains(err.Error(), "[6, 10]") {
+		if _, err := d.Int(key, 0, 6, 10); !errors.Is(err, driver.ErrInvalidValue) || !strings.Contains(err.Error(), "[6, 10]") {
 			t.Errorf("Int(%s) out of range: %v", key, err)
 		}
 	}
@@ -68,7 +70,7 @@ func TestDSNValues(t *testing.T) {
 	if v, err := d.Bool("z", true); v || err != nil {
 		t.Errorf("Bool(z) = %v, %v", v, err)
 	}
-	if _, err := d.Bool("bad", false); !errors.Is(err, ErrInvalidValue) {
+	if _, err := d.Bool("bad", false); !errors.Is(err, driver.ErrInvalidValue) {
 		t.Errorf("Bool(bad) = %v", err)
 	}
 	if v, err := d.Bytes("size", 0); v != 64<<20 || err != nil {
@@ -77,7 +79,7 @@ func TestDSNValues(t *testing.T) {
 	if v, err := d.Bytes("absent", 9); v != 9 || err != nil {
 		t.Errorf("Bytes(absent) = %d, %v", v, err)
 	}
-	if _, err := d.Bytes("bad", 0); !errors.Is(err, ErrInvalidValue) || !strings.Contains(err.Error(), "dsn key bad") {
+	if _, err := d.Bytes("bad", 0); !errors.Is(err, driver.ErrInvalidValue) || !strings.Contains(err.Error(), "dsn key bad") {
 		t.Errorf("Bytes(bad) = %v", err)
 	}
 	if v, err := d.Float("f", 0, 0, 1); v != 0.5 || err != nil {
@@ -87,7 +89,7 @@ func TestDSNValues(t *testing.T) {
 		t.Errorf("Float(absent) = %v, %v", v, err)
 	}
 	for _, key := range []string{"nan", "bad", "n"} {
-		if _, err := d.Float(key, 0, 0, 1); !errors.Is(err, ErrInvalidValue) {
+		if _, err := d.Float(key, 0, 0, 1); !errors.Is(err, driver.ErrInvalidValue) {
 			t.Errorf("Float(%s) = %v, want ErrInvalidValue", key, err)
 		}
 	}
@@ -126,7 +128,7 @@ func TestParseBytes(t *testing.T) {
 		if tt.ok && (err != nil || got != tt.want) {
 			t.Errorf("ParseBytes(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
 		}
-		if !tt.ok && (err == nil || !errors.Is(err, ErrInvalidValue) || !strings.Contains(err.Error(), "KiB")) {
+		if !tt.ok && (err == nil || !errors.Is(err, driver.ErrInvalidValue) || !strings.Contains(err.Error(), "KiB")) {
 			t.Errorf("ParseBytes(%q) = %d, %v; want an ErrInvalidValue naming the units", tt.in, got, err)
 		}
 	}
@@ -141,7 +143,7 @@ func FuzzParseDSN(f *testing.F) {
 	f.Fuzz(func(t *testing.T, dsn string) {
 		d, err := ParseDSN("fuzz", dsn, testKeys)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidValue) {
+			if !errors.Is(err, driver.ErrInvalidValue) {
 				t.Fatalf("error %v does not wrap ErrInvalidValue", err)
 			}
 			return
@@ -171,7 +173,7 @@ func FuzzParseBytes(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		n, err := ParseBytes(s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidValue) {
+			if !errors.Is(err, driver.ErrInvalidValue) {
 				t.Fatalf("error %v does not wrap ErrInvalidValue", err)
 			}
 			return

@@ -1,4 +1,4 @@
-package driver
+package backendkit
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/accelkit/accelkit/driver"
 )
 
 // DSN is a parsed backend configuration string "key=value,key=value".
@@ -25,13 +27,13 @@ func ParseDSN(backend, dsn string, valid []string) (DSN, error) {
 		switch {
 		case !ok || k == "":
 			return nil, fmt.Errorf("%s dsn %q: entry %d %q is not key=value (valid keys: %s): %w",
-				backend, dsn, i+1, part, strings.Join(valid, ", "), ErrInvalidValue)
+				backend, dsn, i+1, part, strings.Join(valid, ", "), driver.ErrInvalidValue)
 		case !slices.Contains(valid, k):
 			return nil, fmt.Errorf("%s dsn: unknown key %q (valid keys: %s): %w",
-				backend, k, strings.Join(valid, ", "), ErrInvalidValue)
+				backend, k, strings.Join(valid, ", "), driver.ErrInvalidValue)
 		}
 		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("%s dsn: key %q given twice: %w", backend, k, ErrInvalidValue)
+			return nil, fmt.Errorf("%s dsn: key %q given twice: %w", backend, k, driver.ErrInvalidValue)
 		}
 		out[k] = v
 	}
@@ -46,7 +48,7 @@ func (d DSN) Int(key string, def, lo, hi int) (int, error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < lo || n > hi {
-		return 0, fmt.Errorf("dsn key %s=%q: want an integer in [%d, %d]: %w", key, s, lo, hi, ErrInvalidValue)
+		return 0, fmt.Errorf("dsn key %s=%q: want an integer in [%d, %d]: %w", key, s, lo, hi, driver.ErrInvalidValue)
 	}
 	return n, nil
 }
@@ -59,7 +61,7 @@ func (d DSN) Bool(key string, def bool) (bool, error) {
 	}
 	b, err := strconv.ParseBool(s)
 	if err != nil {
-		return false, fmt.Errorf("dsn key %s=%q: want true or false: %w", key, s, ErrInvalidValue)
+		return false, fmt.Errorf("dsn key %s=%q: want true or false: %w", key, s, driver.ErrInvalidValue)
 	}
 	return b, nil
 }
@@ -86,7 +88,7 @@ func (d DSN) Float(key string, def, lo, hi float64) (float64, error) {
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(f) || f < lo || f > hi {
-		return 0, fmt.Errorf("dsn key %s=%q: want a number in [%g, %g]: %w", key, s, lo, hi, ErrInvalidValue)
+		return 0, fmt.Errorf("dsn key %s=%q: want a number in [%g, %g]: %w", key, s, lo, hi, driver.ErrInvalidValue)
 	}
 	return f, nil
 }
@@ -114,7 +116,7 @@ func ParseBytes(s string) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(t, 10, 64)
 	if err != nil || (n != 0 && n > math.MaxUint64/mult) {
-		return 0, fmt.Errorf("byte size %q: want an integer with an optional unit B, KiB, MiB, GiB, TiB, KB, MB, GB or TB: %w", s, ErrInvalidValue)
+		return 0, fmt.Errorf("byte size %q: want an integer with an optional unit B, KiB, MiB, GiB, TiB, KB, MB, GB or TB: %w", s, driver.ErrInvalidValue)
 	}
 	return n * mult, nil
 }

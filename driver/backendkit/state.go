@@ -1,10 +1,12 @@
-package driver
+package backendkit
 
 import (
 	"fmt"
 	"math/bits"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/accelkit/accelkit/driver"
 )
 
 // DeviceState is what every call on a backend's device checks first, kept
@@ -27,7 +29,7 @@ type DeviceState struct {
 	Who string
 	// Public is the value the backend hands out for the device (from
 	// Compose); buffers and streams of the device report it.
-	Public Device
+	Public driver.Device
 
 	end atomic.Pointer[deviceEnd] // nil while live
 }
@@ -86,15 +88,15 @@ func (s *DeviceState) Close() bool {
 // For size 0 it returns the empty buffer HostAlloc returns without a
 // driver call (HostBufferState frees it again); for size > 0 it returns
 // (nil, nil) and the backend allocates.
-func (s *DeviceState) CheckHostAlloc(size int) (*HostBuffer, error) {
+func (s *DeviceState) CheckHostAlloc(size int) (*driver.HostBuffer, error) {
 	if err := s.Check("HostAlloc"); err != nil {
 		return nil, err
 	}
 	switch {
 	case size < 0:
-		return nil, fmt.Errorf("%s: HostAlloc(%d): size must be >= 0: %w", s.Who, size, ErrInvalidValue)
+		return nil, fmt.Errorf("%s: HostAlloc(%d): size must be >= 0: %w", s.Who, size, driver.ErrInvalidValue)
 	case size == 0:
-		return NewHostBuffer(s.Public, []byte{}, new(emptyHost)), nil
+		return driver.NewHostBuffer(s.Public, []byte{}, new(emptyHost)), nil
 	}
 	return nil, nil
 }
@@ -110,12 +112,12 @@ type emptyHost struct{ freed atomic.Bool }
 // T) and a second HostFree of an empty buffer are ErrInvalidPointer.
 // Whether a backend's own buffer was freed already is the backend's to
 // check (HostFreedError).
-func HostBufferState[T any](s *DeviceState, b *HostBuffer) (state T, ok bool, err error) {
+func HostBufferState[T any](s *DeviceState, b *driver.HostBuffer) (state T, ok bool, err error) {
 	if err := s.Check("HostFree"); err != nil {
 		return state, false, err
 	}
 	if b == nil {
-		return state, false, fmt.Errorf("%s: HostFree(nil): %w", s.Who, ErrInvalidValue)
+		return state, false, fmt.Errorf("%s: HostFree(nil): %w", s.Who, driver.ErrInvalidValue)
 	}
 	if b.Device() == s.Public {
 		if e, empty := b.State().(*emptyHost); empty {
@@ -128,12 +130,12 @@ func HostBufferState[T any](s *DeviceState, b *HostBuffer) (state T, ok bool, er
 	if state, ok = ownState[T](s, b); ok {
 		return state, true, nil
 	}
-	return state, false, fmt.Errorf("%s: HostFree: buffer was not allocated by this device's HostAlloc: %w", s.Who, ErrInvalidPointer)
+	return state, false, fmt.Errorf("%s: HostFree: buffer was not allocated by this device's HostAlloc: %w", s.Who, driver.ErrInvalidPointer)
 }
 
 // ownState returns b's backend bookkeeping when b is a buffer of the
 // device of s whose state is a T.
-func ownState[T any](s *DeviceState, b *HostBuffer) (state T, ok bool) {
+func ownState[T any](s *DeviceState, b *driver.HostBuffer) (state T, ok bool) {
 	if b.Device() != s.Public {
 		return state, false
 	}
@@ -148,7 +150,7 @@ func (s *DeviceState) CheckHostRegister(mem []byte) error {
 		return err
 	}
 	if len(mem) == 0 {
-		return fmt.Errorf("%s: HostRegister: empty memory (len 0): register at least 1 byte: %w", s.Who, ErrInvalidValue)
+		return fmt.Errorf("%s: HostRegister: empty memory (len 0): register at least 1 byte: %w", s.Who, driver.ErrInvalidValue)
 	}
 	return nil
 }
@@ -159,7 +161,7 @@ func (s *DeviceState) CheckHostRegister(mem []byte) error {
 func (s *DeviceState) RegisterOverlapError(mem []byte, base, end uintptr, what string) error {
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
 	return fmt.Errorf("%s: HostRegister: [%#x, %#x) (%d bytes) overlaps %s at [%#x, %#x); registrations must be disjoint from each other and from HostAlloc buffers (HostUnregister that one first): %w",
-		s.Who, p, p+uintptr(len(mem)), len(mem), what, base, end, ErrAlreadyRegistered)
+		s.Who, p, p+uintptr(len(mem)), len(mem), what, base, end, driver.ErrAlreadyRegistered)
 }
 
 // HostRegistrationState begins HostUnregister(b) on the device of s: the
@@ -170,12 +172,12 @@ func (s *DeviceState) RegisterOverlapError(mem []byte, base, end uintptr, what s
 // the state is a live registration, not one of the backend's HostAlloc
 // buffers nor one unregistered already, is the backend's to check
 // (NotRegisteredError).
-func HostRegistrationState[T any](s *DeviceState, b *HostBuffer) (state T, ok bool, err error) {
+func HostRegistrationState[T any](s *DeviceState, b *driver.HostBuffer) (state T, ok bool, err error) {
 	if err := s.Check("HostUnregister"); err != nil {
 		return state, false, err
 	}
 	if b == nil {
-		return state, false, fmt.Errorf("%s: HostUnregister(nil): %w", s.Who, ErrInvalidValue)
+		return state, false, fmt.Errorf("%s: HostUnregister(nil): %w", s.Who, driver.ErrInvalidValue)
 	}
 	if state, ok = ownState[T](s, b); ok {
 		return state, true, nil
@@ -186,24 +188,24 @@ func HostRegistrationState[T any](s *DeviceState, b *HostBuffer) (state T, ok bo
 // NotRegisteredError is the error of HostUnregister(b) when b is not a
 // live registration of the device; why says what it is instead, such as
 // "is a HostAlloc buffer (release it with HostFree)".
-func (s *DeviceState) NotRegisteredError(b *HostBuffer, why string) error {
+func (s *DeviceState) NotRegisteredError(b *driver.HostBuffer, why string) error {
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b.Bytes())))
 	return fmt.Errorf("%s: HostUnregister: buffer [%#x, %#x) (%d bytes) %s; HostUnregister takes a live buffer from this device's HostRegister: %w",
-		s.Who, p, p+uintptr(b.Len()), b.Len(), why, ErrNotRegistered)
+		s.Who, p, p+uintptr(b.Len()), b.Len(), why, driver.ErrNotRegistered)
 }
 
 // RegisteredFreeError is the error of HostFree(b) when b is a HostRegister
 // registration, whose memory the caller owns.
-func (s *DeviceState) RegisteredFreeError(b *HostBuffer) error {
+func (s *DeviceState) RegisteredFreeError(b *driver.HostBuffer) error {
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b.Bytes())))
 	return fmt.Errorf("%s: HostFree: buffer [%#x, %#x) (%d bytes) is a HostRegister registration, not a HostAlloc buffer; release it with HostUnregister: %w",
-		s.Who, p, p+uintptr(b.Len()), b.Len(), ErrInvalidPointer)
+		s.Who, p, p+uintptr(b.Len()), b.Len(), driver.ErrInvalidPointer)
 }
 
 // HostFreedError is the error of HostFree on a buffer of size bytes that
 // was already freed.
 func (s *DeviceState) HostFreedError(size int) error {
-	return fmt.Errorf("%s: HostFree: buffer of %d bytes already freed: %w", s.Who, size, ErrInvalidPointer)
+	return fmt.Errorf("%s: HostFree: buffer of %d bytes already freed: %w", s.Who, size, driver.ErrInvalidPointer)
 }
 
 // CheckStream begins a call (op) that takes a stream st: the device's
@@ -216,7 +218,7 @@ func (s *DeviceState) HostFreedError(size int) error {
 //
 // The resolution stays with the backend because it is on every copy's
 // path: a generic one costs an indirect call per use.
-func (s *DeviceState) CheckStream(op string, st Stream, own bool) error {
+func (s *DeviceState) CheckStream(op string, st driver.Stream, own bool) error {
 	if s.end.Load() != nil || !own { // kept small to inline, as Check
 		return s.streamError(op, st)
 	}
@@ -224,30 +226,30 @@ func (s *DeviceState) CheckStream(op string, st Stream, own bool) error {
 }
 
 // streamError is CheckStream's error: the device's, else a foreign stream.
-func (s *DeviceState) streamError(op string, st Stream) error {
+func (s *DeviceState) streamError(op string, st driver.Stream) error {
 	if err := s.Check(op); err != nil {
 		return err
 	}
-	return fmt.Errorf("%s: %s: stream %T is not a stream of this device: %w", s.Who, op, st, ErrInvalidValue)
+	return fmt.Errorf("%s: %s: stream %T is not a stream of this device: %w", s.Who, op, st, driver.ErrInvalidValue)
 }
 
 // UnknownPointerError is the error of Free(p) when p is not a live Malloc
 // allocation of the device.
-func (s *DeviceState) UnknownPointerError(p Ptr) error {
-	return fmt.Errorf("%s: Free(%v): not a live allocation of this device (never allocated here, or already freed): %w", s.Who, p, ErrInvalidPointer)
+func (s *DeviceState) UnknownPointerError(p driver.Ptr) error {
+	return fmt.Errorf("%s: Free(%v): not a live allocation of this device (never allocated here, or already freed): %w", s.Who, p, driver.ErrInvalidPointer)
 }
 
 // DestroyedError is the error of op on an object after its Destroy; what
 // names it, such as "stream 3" or "event".
 func (s *DeviceState) DestroyedError(op, what string) error {
-	return fmt.Errorf("%s: %s: %s was destroyed: %w", s.Who, op, what, ErrInvalidValue)
+	return fmt.Errorf("%s: %s: %s was destroyed: %w", s.Who, op, what, driver.ErrInvalidValue)
 }
 
 // NotPinnedError is the error of an asynchronous copy (op) whose host slice
 // b does not lie inside one live HostBuffer of the device.
 func (s *DeviceState) NotPinnedError(op string, b []byte) error {
 	return fmt.Errorf("%s: %s: %d bytes at %p are not inside a live HostBuffer of this device: %w",
-		s.Who, op, len(b), unsafe.SliceData(b), ErrNotPinned)
+		s.Who, op, len(b), unsafe.SliceData(b), driver.ErrNotPinned)
 }
 
 // CheckGranularity checks that n, the argument what of VMM call op, is a
@@ -256,7 +258,7 @@ func (s *DeviceState) NotPinnedError(op string, b []byte) error {
 func (s *DeviceState) CheckGranularity(op, what string, n, granularity uint64, zeroOK bool) error {
 	if (n == 0 && !zeroOK) || n%granularity != 0 {
 		return fmt.Errorf("%s: %s: %s %d is not a positive multiple of the granularity %d: %w",
-			s.Who, op, what, n, granularity, ErrInvalidValue)
+			s.Who, op, what, n, granularity, driver.ErrInvalidValue)
 	}
 	return nil
 }
@@ -265,7 +267,7 @@ func (s *DeviceState) CheckGranularity(op, what string, n, granularity uint64, z
 // granularity) or a power of two.
 func (s *DeviceState) CheckAlignment(op string, alignment uint64) error {
 	if alignment != 0 && bits.OnesCount64(alignment) != 1 {
-		return fmt.Errorf("%s: %s: alignment %d is not 0 or a power of two: %w", s.Who, op, alignment, ErrInvalidValue)
+		return fmt.Errorf("%s: %s: alignment %d is not 0 or a power of two: %w", s.Who, op, alignment, driver.ErrInvalidValue)
 	}
 	return nil
 }
@@ -273,14 +275,14 @@ func (s *DeviceState) CheckAlignment(op string, alignment uint64) error {
 // ClosedError is the error of op after the driver closed; who names the
 // driver or device, such as "sim" or "sim device 0".
 func ClosedError(who, op string) error {
-	return fmt.Errorf("%s: %s: %w", who, op, ErrClosed)
+	return fmt.Errorf("%s: %s: %w", who, op, driver.ErrClosed)
 }
 
 // CheckOrdinal checks the ordinal given to Driver.Device of a driver with
 // count devices; backend is the driver's name, such as "sim".
 func CheckOrdinal(backend string, ordinal, count int) error {
 	if ordinal < 0 || ordinal >= count {
-		return fmt.Errorf("%s: device ordinal %d out of range [0, %d): %w", backend, ordinal, count, ErrNoDevice)
+		return fmt.Errorf("%s: device ordinal %d out of range [0, %d): %w", backend, ordinal, count, driver.ErrNoDevice)
 	}
 	return nil
 }

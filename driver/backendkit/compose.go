@@ -1,4 +1,6 @@
-package driver
+package backendkit
+
+import "github.com/accelkit/accelkit/driver"
 
 //go:generate go run ./internal/gencompose
 
@@ -23,10 +25,10 @@ package driver
 // Capabilities are the optional interfaces one device offers beside Device.
 // A nil field means the device does not offer that capability.
 type Capabilities struct {
-	VMM          VMM
-	Peer         Peer
-	Properties   PropertiesDevice
-	HostRegister HostRegisterDevice
+	VMM          driver.VMM
+	Peer         driver.Peer
+	Properties   driver.PropertiesDevice
+	HostRegister driver.HostRegisterDevice
 }
 
 // Compose returns the Device a backend hands out for base. It behaves as
@@ -44,7 +46,7 @@ type Capabilities struct {
 // must be comparable (a pointer, typically), and a backend composes once
 // per device and returns that one value from Driver.Device, Stream.Device,
 // Event.Device and HostBuffer.Device.
-func Compose(base Device, caps Capabilities) Device {
+func Compose(base driver.Device, caps Capabilities) driver.Device {
 	if offersExactly(base, caps) {
 		return base
 	}
@@ -53,8 +55,8 @@ func Compose(base Device, caps Capabilities) Device {
 
 // Unwrap returns the device a Compose wrapper was built on, or nil when
 // dev is not such a wrapper (Compose may return base itself).
-func Unwrap(dev Device) Device {
-	if u, ok := dev.(interface{ Unwrap() Device }); ok {
+func Unwrap(dev driver.Device) driver.Device {
+	if u, ok := dev.(interface{ Unwrap() driver.Device }); ok {
 		return u.Unwrap()
 	}
 	return nil
@@ -63,7 +65,7 @@ func Unwrap(dev Device) Device {
 // composed carries the base device. Its Device field is an interface, so
 // only Device's methods are promoted: whatever else base implements stays
 // hidden.
-type composed struct{ Device }
+type composed struct{ driver.Device }
 
 // Unwrap returns the base device.
-func (c *composed) Unwrap() Device { return c.Device }
+func (c *composed) Unwrap() driver.Device { return c.Device }

@@ -1,42 +1,48 @@
-package driver
+package backendkit
 
 import (
 	"fmt"
 	"testing"
+
+	"github.com/accelkit/accelkit/driver"
 )
 
 // allCaps is a device type that implements every capability itself, as
 // sim's *Device does; its methods answer with its own fields, so a test
 // sees which value a call reached. Calls it does not answer panic.
 type allCaps struct {
-	Device // nil: Device methods other than those below panic
-	name   string
-	gran   uint64
+	driver.Device // nil: Device methods other than those below panic
+	name          string
+	gran          uint64
 }
 
-func (d *allCaps) Name() string                       { return d.name }
-func (d *allCaps) Ordinal() int                       { return 7 }
-func (d *allCaps) Granularity() uint64                { return d.gran }
-func (d *allCaps) Properties() (Properties, error)    { return Properties{Name: d.name}, nil }
-func (d *allCaps) CanAccessPeer(Device) (bool, error) { return true, nil }
-func (d *allCaps) AddressReserve(uint64, uint64) (Ptr, error) {
-	return 0, fmt.Errorf("%s: AddressReserve: %w", d.name, ErrNotSupported)
+func (d *allCaps) Name() string        { return d.name }
+func (d *allCaps) Ordinal() int        { return 7 }
+func (d *allCaps) Granularity() uint64 { return d.gran }
+func (d *allCaps) Properties() (driver.Properties, error) {
+	return driver.Properties{Name: d.name}, nil
 }
-func (d *allCaps) AddressFree(Ptr, uint64) error                   { return nil }
-func (d *allCaps) MemCreate(uint64) (MemHandle, error)             { return 0, nil }
-func (d *allCaps) MemRelease(MemHandle) error                      { return nil }
-func (d *allCaps) MemMap(Ptr, uint64, uint64, MemHandle) error     { return nil }
-func (d *allCaps) MemUnmap(Ptr, uint64) error                      { return nil }
-func (d *allCaps) SetAccess(Ptr, uint64) error                     { return nil }
-func (d *allCaps) EnablePeerAccess(Device) error                   { return nil }
-func (d *allCaps) CopyPeer(Ptr, Ptr, Device, uint64, Stream) error { return nil }
-func (d *allCaps) HostRegister(mem []byte) (*HostBuffer, error) {
-	return NewHostBuffer(d, mem, d.name), nil
+func (d *allCaps) CanAccessPeer(driver.Device) (bool, error) { return true, nil }
+func (d *allCaps) AddressReserve(uint64, uint64) (driver.Ptr, error) {
+	return 0, fmt.Errorf("%s: AddressReserve: %w", d.name, driver.ErrNotSupported)
 }
-func (d *allCaps) HostUnregister(*HostBuffer) error { return nil }
+func (d *allCaps) AddressFree(driver.Ptr, uint64) error                      { return nil }
+func (d *allCaps) MemCreate(uint64) (driver.MemHandle, error)                { return 0, nil }
+func (d *allCaps) MemRelease(driver.MemHandle) error                         { return nil }
+func (d *allCaps) MemMap(driver.Ptr, uint64, uint64, driver.MemHandle) error { return nil }
+func (d *allCaps) MemUnmap(driver.Ptr, uint64) error                         { return nil }
+func (d *allCaps) SetAccess(driver.Ptr, uint64) error                        { return nil }
+func (d *allCaps) EnablePeerAccess(driver.Device) error                      { return nil }
+func (d *allCaps) CopyPeer(driver.Ptr, driver.Ptr, driver.Device, uint64, driver.Stream) error {
+	return nil
+}
+func (d *allCaps) HostRegister(mem []byte) (*driver.HostBuffer, error) {
+	return driver.NewHostBuffer(d, mem, d.name), nil
+}
+func (d *allCaps) HostUnregister(*driver.HostBuffer) error { return nil }
 
 // plainDev implements Device only.
-type plainDev struct{ Device }
+type plainDev struct{ driver.Device }
 
 func (plainDev) Name() string { return "plain" }
 
@@ -67,11 +73,11 @@ func TestCompose(t *testing.T) {
 				caps.HostRegister = hostRegOnly{&allCaps{name: "hostreg"}}
 			}
 			dev := Compose(base, caps)
-			v, hasV := AsVMM(dev)
-			_, hasP := AsPeer(dev)
-			_, hasR := dev.(PropertiesDevice)
-			h, hasH := AsHostRegister(dev)
-			if _, ok := dev.(HostRegisterDevice); ok != hasH {
+			v, hasV := driver.AsVMM(dev)
+			_, hasP := driver.AsPeer(dev)
+			_, hasR := dev.(driver.PropertiesDevice)
+			h, hasH := driver.AsHostRegister(dev)
+			if _, ok := dev.(driver.HostRegisterDevice); ok != hasH {
 				t.Errorf("dev.(HostRegisterDevice) = %v but AsHostRegister = %v", ok, hasH)
 			}
 			if hasV != wantV || hasP != wantP || hasR != wantR || hasH != wantH {
@@ -89,7 +95,7 @@ func TestCompose(t *testing.T) {
 					t.Errorf("HostRegister calls reach %v; want the HostRegister value's hostreg", b.State())
 				}
 			}
-			if Unwrap(dev) != Device(base) {
+			if Unwrap(dev) != driver.Device(base) {
 				t.Errorf("Unwrap(Compose(base)) = %v; want base", Unwrap(dev))
 			}
 			if again := Compose(base, caps); again == dev {
@@ -104,28 +110,28 @@ func TestCompose(t *testing.T) {
 func TestComposeReturnsBase(t *testing.T) {
 	base := &allCaps{name: "base"}
 	dev := Compose(base, Capabilities{VMM: base, Peer: base, Properties: base, HostRegister: base})
-	if dev != Device(base) {
+	if dev != driver.Device(base) {
 		t.Errorf("Compose of a base offering exactly its caps = %T; want the base itself", dev)
 	}
 	if Unwrap(dev) != nil {
 		t.Error("Unwrap of a device that is no wrapper is not nil")
 	}
 	p := plainDev{}
-	if dev := Compose(p, Capabilities{}); dev != Device(p) {
+	if dev := Compose(p, Capabilities{}); dev != driver.Device(p) {
 		t.Errorf("Compose of a plain device without caps = %T; want the device itself", dev)
 	}
 	// The same caps provided by another value need the wrapper.
 	other := &allCaps{name: "other"}
-	if dev := Compose(base, Capabilities{VMM: other, Peer: base, Properties: base, HostRegister: base}); dev == Device(base) {
+	if dev := Compose(base, Capabilities{VMM: other, Peer: base, Properties: base, HostRegister: base}); dev == driver.Device(base) {
 		t.Error("Compose returned base although its VMM is another value")
 	}
 	// A base offering a capability that caps leaves out needs the wrapper
 	// too, and the wrapper hides it.
 	dev = Compose(base, Capabilities{VMM: base, Peer: base, Properties: base})
-	if dev == Device(base) {
+	if dev == driver.Device(base) {
 		t.Error("Compose returned base although caps leave HostRegister out")
 	}
-	if _, ok := dev.(HostRegisterDevice); ok {
+	if _, ok := dev.(driver.HostRegisterDevice); ok {
 		t.Error("dev.(HostRegisterDevice) is true on a device composed without it")
 	}
 }
