@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 const (
@@ -64,7 +65,7 @@ func TestAllocationSize(t *testing.T) {
 }
 
 func TestPoolsAndSegments(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	s := dev.DefaultStream()
 	for _, tc := range []struct {
 		name              string
@@ -103,7 +104,7 @@ func TestPoolsAndSegments(t *testing.T) {
 }
 
 func TestBestFitSplitMerge(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, "")
 	// Four 1 KiB blocks carved in order from one 2 MiB segment.
@@ -146,7 +147,7 @@ func TestBestFitSplitMerge(t *testing.T) {
 }
 
 func TestLargeSplitThreshold(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, "")
 	p := mustAlloc(t, a, 9*mib, s) // 20 MiB segment, split: 11 MiB left (> 1 MiB)
@@ -165,7 +166,7 @@ func TestLargeSplitThreshold(t *testing.T) {
 }
 
 func TestMaxSplitSize(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	s := dev.DefaultStream()
 	t.Run("small request skips oversize block", func(t *testing.T) {
 		// PyTorch's policy: the cached 64 MiB segment stays.
@@ -267,7 +268,7 @@ func TestExpandableIgnoresMaxSplitSize(t *testing.T) {
 	const cycles = 30
 	reserved := map[string]int64{}
 	for _, conf := range []string{"expandable_segments:true", "max_split_size_mb:64", "expandable_segments:true,max_split_size_mb:64"} {
-		dev, _ := openDev(t, "")
+		dev, _ := drivertest.OpenDevice(t, "sim", "")
 		a := newAlloc(t, dev, conf)
 		peak := mixedCycles(t, a, dev.DefaultStream(), cycles)
 		st := a.Stats()
@@ -284,7 +285,7 @@ func TestExpandableIgnoresMaxSplitSize(t *testing.T) {
 	// A merged free block past max_split_size serves a small request, split,
 	// with no new page; freeing after use on another stream (pending free)
 	// keeps the oversize counter at 0, not below.
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, "expandable_segments:true,max_split_size_mb:64")
 	s, other := dev.DefaultStream(), streams(t, dev, 1)[0]
 	big := mustAlloc(t, a, 80*mib, s)
@@ -312,7 +313,7 @@ func TestExpandableIgnoresMaxSplitSize(t *testing.T) {
 // allows any larger block; request+rounding must not wrap around and
 // refuse them all.
 func TestMaxNonSplitRoundingAtItsBound(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, fmt.Sprintf("max_split_size_mb:40,max_non_split_rounding_mb:%d", uint64(maxSizeMB)))
 	p := mustAlloc(t, a, 64*mib, s)
@@ -327,7 +328,7 @@ func TestMaxNonSplitRoundingAtItsBound(t *testing.T) {
 // TestOpenPassthroughTakesNoOtherSetting: a caching setting beside
 // backend:passthrough is an error naming it, not silently ignored.
 func TestOpenPassthroughTakesNoOtherSetting(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	cfg, err := ParseConfig("backend:passthrough,expandable_segments:true")
 	if err != nil {
 		t.Fatal(err)
@@ -338,7 +339,7 @@ func TestOpenPassthroughTakesNoOtherSetting(t *testing.T) {
 }
 
 func TestZeroAndBadInput(t *testing.T) {
-	dev, _ := openDev(t, "devices=2")
+	dev, _ := drivertest.OpenDevice(t, "sim", "devices=2")
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, "")
 	p := mustAlloc(t, a, 4*kib, s)
@@ -385,7 +386,7 @@ func errOf(_ driver.Ptr, err error) error { return err }
 // as NULL is in CUDA: a block freed on the default stream is reused by an
 // Alloc on nil, and RecordStream(p, nil) notes the default stream.
 func TestNilIsTheDefaultStream(t *testing.T) {
-	dev, h := openDev(t, "")
+	dev, h := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, "")
 	p := mustAlloc(t, a, 4*kib, dev.DefaultStream())
 	mustFree(t, a, p)
@@ -427,12 +428,12 @@ func TestNilIsTheDefaultStream(t *testing.T) {
 }
 
 func otherDeviceStream(t *testing.T) driver.Stream {
-	d2, _ := openDev(t, "")
+	d2, _ := drivertest.OpenDevice(t, "sim", "")
 	return d2.DefaultStream()
 }
 
 func TestOOM(t *testing.T) {
-	dev, _ := openDev(t, "capacity=64MiB")
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=64MiB")
 	s := dev.DefaultStream()
 	t.Run("retry after releasing the cache", func(t *testing.T) {
 		// PyTorch's policy: the cached 40 MiB segment stays until the
@@ -492,7 +493,7 @@ func TestOOM(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
-	dev, _ := openDev(t, "capacity=64MiB")
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=64MiB")
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, "")
 	a.SetLimit(24 * mib)
@@ -519,7 +520,7 @@ func TestLimits(t *testing.T) {
 }
 
 func TestGarbageCollection(t *testing.T) {
-	dev, _ := openDev(t, "capacity=64MiB")
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=64MiB")
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, "garbage_collection_threshold:0.5,release_before_grow:false") // 32 MiB of 64
 	p := mustAlloc(t, a, 12*mib, s)
@@ -543,7 +544,7 @@ func TestGarbageCollection(t *testing.T) {
 }
 
 func TestExpandableSegments(t *testing.T) {
-	dev, h := openDev(t, "capacity=256MiB")
+	dev, h := drivertest.OpenDevice(t, "sim", "capacity=256MiB")
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, "expandable_segments:true")
 	p := mustAlloc(t, a, 3*mib, s) // maps 2 pages
@@ -579,7 +580,7 @@ func TestExpandableSegments(t *testing.T) {
 }
 
 func TestExpandableUnmapsInteriorPages(t *testing.T) {
-	dev, h := openDev(t, "capacity=256MiB")
+	dev, h := drivertest.OpenDevice(t, "sim", "capacity=256MiB")
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, "expandable_segments:true,history_entries:64")
 	x := mustAlloc(t, a, 2*mib, s) // [0, 2) MiB of the range
@@ -658,7 +659,7 @@ func TestExpandableOOMReleasesInteriorPages(t *testing.T) {
 }
 
 func expandableInteriorPages(t *testing.T, conf string, retries int64) {
-	dev, _ := openDev(t, "capacity=16MiB")
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=16MiB")
 	ss := streams(t, dev, 2)
 	a := newAlloc(t, dev, conf)
 	sh := newShadow()
@@ -699,7 +700,7 @@ func expandableInteriorPages(t *testing.T, conf string, retries int64) {
 // When live blocks leave no run of address space long enough in a range,
 // another range is reserved rather than failing while memory is free.
 func TestExpandableSecondRange(t *testing.T) {
-	dev, _ := openDev(t, "capacity=16MiB") // ranges of 18 MiB
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=16MiB") // ranges of 18 MiB
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, "expandable_segments:true")
 	var ps []driver.Ptr
@@ -734,7 +735,7 @@ func TestExpandableSecondRange(t *testing.T) {
 }
 
 func TestExpandableFallback(t *testing.T) {
-	dev, _ := openDev(t, "vmm=false")
+	dev, _ := drivertest.OpenDevice(t, "sim", "vmm=false")
 	a := newAlloc(t, dev, "expandable_segments:true")
 	p := mustAlloc(t, a, 3*mib, dev.DefaultStream())
 	st := a.Stats()
@@ -745,7 +746,7 @@ func TestExpandableFallback(t *testing.T) {
 }
 
 func TestPassthrough(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	s := dev.DefaultStream()
 	a := newResource(t, dev, "backend:passthrough")
 	if _, ok := a.(*Passthrough); !ok {
@@ -766,7 +767,7 @@ func TestPassthrough(t *testing.T) {
 }
 
 func TestCachingReusesSegments(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, "")
 	for range 100 {
@@ -782,7 +783,7 @@ func TestCachingReusesSegments(t *testing.T) {
 // holds; Free after Close returns memory straight to the device, waiting
 // on the host for noted streams; nothing leaks.
 func TestClosed(t *testing.T) {
-	dev, h := openDev(t, "")
+	dev, h := drivertest.OpenDevice(t, "sim", "")
 	s := dev.DefaultStream()
 	freeBefore, _, err := dev.MemInfo()
 	if err != nil {
@@ -861,7 +862,7 @@ func TestClosed(t *testing.T) {
 func TestCloseConcurrent(t *testing.T) {
 	for _, conf := range []string{"", "expandable_segments:true"} {
 		t.Run("conf="+conf, func(t *testing.T) {
-			dev, _ := openDev(t, "")
+			dev, _ := drivertest.OpenDevice(t, "sim", "")
 			freeBefore, _, _ := dev.MemInfo()
 			a := newAlloc(t, dev, conf)
 			streams := make([]driver.Stream, 3)
@@ -953,7 +954,7 @@ func TestCloseConcurrent(t *testing.T) {
 // streams' work before the device Free, hands the memory back when the
 // wait fails, and works after Close.
 func TestPassthroughStreamsAndClose(t *testing.T) {
-	dev, h := openDev(t, "")
+	dev, h := drivertest.OpenDevice(t, "sim", "")
 	r, err := NewPassthrough(dev)
 	if err != nil {
 		t.Fatal(err)

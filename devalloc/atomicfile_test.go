@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // failAfter fails every write once n bytes have gone through.
@@ -44,7 +46,7 @@ func dirNames(t *testing.T, dir string) []string {
 
 // snapshotAlloc returns an allocator whose snapshot is a few KiB of JSON.
 func snapshotAlloc(t *testing.T) *Allocator {
-	dev, _ := openDev(t, "capacity=64MiB")
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=64MiB")
 	a := newAlloc(t, dev, "history_entries:200")
 	for i := range 40 {
 		p := mustAlloc(t, a, uint64(1000+i*512), dev.DefaultStream())

@@ -59,7 +59,7 @@ func (l *sizeClassList) free(p, size uint64) {
 // request sizes from a seeded sequence; the bare size-class list runs the
 // same sequence in the same run and the ratio is reported.
 func BenchmarkHitPair(b *testing.B) {
-	dev := drivertest.OpenDevice(b)
+	dev, _ := drivertest.OpenDevice(b, "auto", "")
 	a, err := devalloc.New(dev, devalloc.Config{})
 	if err != nil {
 		b.Fatal(err)
@@ -147,7 +147,7 @@ func BenchmarkHitPair(b *testing.B) {
 func BenchmarkChurn(b *testing.B) {
 	for _, g := range []int{1, 8} {
 		b.Run(map[int]string{1: "1goroutine", 8: "8goroutines"}[g], func(b *testing.B) {
-			dev := drivertest.OpenDevice(b)
+			dev, _ := drivertest.OpenDevice(b, "auto", "")
 			// Sizes are drawn once, outside the timed runs.
 			sizes := make([][]uint64, g)
 			for w := range sizes {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -123,7 +125,7 @@ func TestParseConfigBrackets(t *testing.T) {
 	if keys := c.IgnoredKeys(); len(keys) != 1 || keys[0].Value != "[1,2]" {
 		t.Errorf("IgnoredKeys = %+v, want the one list value", keys)
 	}
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	if _, err := New(dev, Config{Ignored: "pinned_free_catch_all:[,release_lock_on_cudamalloc:True"}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "never closed") {
 		t.Errorf("New with an unclosed '[' in Ignored = %v, want ErrConfig", err)
 	}
@@ -142,7 +144,7 @@ func TestConfigFromEnv(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	for _, c := range []Config{
 		{MaxSplitSize: 1 << 20},
 		{GarbageCollectionThreshold: 1.5},
@@ -290,7 +292,7 @@ func TestPyTorchOnlyKeys(t *testing.T) {
 			t.Errorf("ParseConfig(%q) = %v, want ErrConfig mentioning %q", tc.in, err, tc.want)
 		}
 	}
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	for _, bad := range []Config{{MemoryFraction: 2}, {Ignored: "max_split_size_mb:64"}, {Ignored: "release_lock_on_cudamalloc"}} {
 		if _, err := New(dev, bad); !errors.Is(err, ErrConfig) {
 			t.Errorf("New(%+v) = %v, want ErrConfig", bad, err)
@@ -299,7 +301,7 @@ func TestPyTorchOnlyKeys(t *testing.T) {
 }
 
 func TestMemoryFractionKey(t *testing.T) {
-	dev, _ := openDev(t, "capacity=1GiB")
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=1GiB")
 	a := newAlloc(t, dev, "per_process_memory_fraction:0.25")
 	if got := a.Limit(); got != 256<<20 {
 		t.Fatalf("Limit() = %d, want a quarter of 1 GiB", got)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // FuzzOps runs a random sequence of allocator operations, decoded from the
@@ -22,7 +23,7 @@ func FuzzOps(f *testing.F) {
 		if len(ops) > 512 {
 			ops = ops[:512]
 		}
-		dev, _ := openDev(t, "capacity=96MiB")
+		dev, _ := drivertest.OpenDevice(t, "sim", "capacity=96MiB")
 		a := newAlloc(t, dev, confs[int(conf)%len(confs)])
 		ss := append([]driver.Stream{dev.DefaultStream()}, streams(t, dev, 2)...)
 		sh := newShadow()

@@ -9,21 +9,6 @@ import (
 	"github.com/accelkit/accelkit/driver/sim"
 )
 
-// openDev opens a one-device sim with dsn and returns its device.
-func openDev(t testing.TB, dsn string) (driver.Device, *sim.Device) {
-	t.Helper()
-	drv, err := sim.Open(dsn)
-	if err != nil {
-		t.Fatalf("sim.Open(%q): %v", dsn, err)
-	}
-	t.Cleanup(func() { drv.Close() })
-	dev, err := drv.Device(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dev, sim.Hooks(dev)
-}
-
 func newAlloc(t testing.TB, dev driver.Device, conf string) *Allocator {
 	t.Helper()
 	cfg, err := ParseConfig(conf)

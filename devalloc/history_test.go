@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // trace returns the allocator's trace, oldest first.
@@ -43,7 +44,7 @@ func mustRecord(t *testing.T, a *Allocator, o HistoryOptions) {
 // TestRecordHistory switches history while the allocator is in use and
 // checks each setting's _record_memory_history semantics.
 func TestRecordHistory(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, "")
 	p := mustAlloc(t, a, 1000, s)
@@ -138,7 +139,7 @@ func TestRecordHistory(t *testing.T) {
 }
 
 func TestRecordHistoryInvalid(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, "history_entries:4")
 	for _, tc := range []struct {
 		o    HistoryOptions
@@ -166,7 +167,7 @@ func TestRecordHistoryInvalid(t *testing.T) {
 // TestHistoryConfigKeys: history_entries and history_stacks set the
 // options New starts with.
 func TestHistoryConfigKeys(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	for _, tc := range []struct {
 		conf           string
 		entries        int
@@ -231,7 +232,7 @@ func TestHistoryResize(t *testing.T) {
 // free and take snapshots (run with -race): every snapshot stays
 // consistent, and a block's frames appear only on live blocks.
 func TestRecordHistoryStress(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	ss := streams(t, dev, 3)
 	a := newAlloc(t, dev, "history_entries:64")
 	opts := []HistoryOptions{{}, {Enabled: HistoryOff}, {Enabled: HistoryState, Context: ContextState},

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // checkIndexes checks the release indexes and the set index (index.go)
@@ -114,7 +115,7 @@ func TestIndexesFollowRandomOps(t *testing.T) {
 	for _, conf := range []string{"", "expandable_segments:true", "max_split_size_mb:24,cross_stream_reuse:true",
 		"garbage_collection_threshold:0.4", "expandable_segments:true,cross_stream_reuse:true"} {
 		t.Run("conf="+conf, func(t *testing.T) {
-			dev, _ := openDev(t, "capacity=96MiB")
+			dev, _ := drivertest.OpenDevice(t, "sim", "capacity=96MiB")
 			a := newAlloc(t, dev, conf)
 			ss := append([]driver.Stream{dev.DefaultStream()}, streams(t, dev, 3)...)
 			r := rand.New(rand.NewPCG(1, 2))

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // TestOOMErrorCarries: the OOMError and the snapshot carry peak reserved,
@@ -23,7 +24,7 @@ func TestOOMErrorCarries(t *testing.T) {
 		{"expandable without VMM", "capacity=64MiB,vmm=false", "expandable_segments:true", true, false, false, 2, 40 * mib},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dev, _ := openDev(t, tc.dsn)
+			dev, _ := drivertest.OpenDevice(t, "sim", tc.dsn)
 			s := dev.DefaultStream()
 			a := newAlloc(t, dev, tc.conf)
 			p := mustAlloc(t, a, 20*mib, s)
@@ -99,7 +100,7 @@ func TestOOMWriter(t *testing.T) {
 			t.Errorf("%s=%q: error %v does not name the variable", EnvOOMVerbose, tc.val, err)
 		}
 	}
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	t.Setenv(EnvOOMVerbose, "maybe")
 	if _, err := New(dev, Config{}); err == nil || !strings.Contains(err.Error(), EnvOOMVerbose) {
 		t.Errorf("New with %s=maybe: %v, want an error naming it", EnvOOMVerbose, err)
@@ -118,7 +119,7 @@ func TestOOMWriter(t *testing.T) {
 // TestOOMVerbosePrints: with the switch on, each OOM writes the error and
 // the memory summary; with it off, nothing.
 func TestOOMVerbosePrints(t *testing.T) {
-	dev, _ := openDev(t, "capacity=64MiB")
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=64MiB")
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, "")
 	var out bytes.Buffer
@@ -151,7 +152,7 @@ func TestOOMVerbosePrints(t *testing.T) {
 }
 
 func TestMemorySummary(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, "max_split_size_mb:64")
 	p := mustAlloc(t, a, 1000, s)
@@ -227,7 +228,7 @@ func TestOOMAdvice(t *testing.T) {
 			want: []string{"live allocations use the memory (48.00 MiB of the device's 64.00 MiB): free some"}, notWant: "outside"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dev, _ := openDev(t, tc.dsn)
+			dev, _ := drivertest.OpenDevice(t, "sim", tc.dsn)
 			s := dev.DefaultStream()
 			if tc.outside != 0 {
 				other := newAlloc(t, dev, "")

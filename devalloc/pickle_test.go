@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // unpickle is a test-only decoder for the opcodes WritePickle uses: dicts
@@ -518,7 +519,7 @@ func runPythonCheck(t *testing.T, live bool, paths ...string) int {
 // WriteSnapshot and has Python's pickle load the .pickle beside the JSON
 // and check it against PyTorch's schema and the JSON.
 func TestWriteSnapshotPicklePython(t *testing.T) {
-	dev, _ := openDev(t, "capacity=64MiB")
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=64MiB")
 	ss := streams(t, dev, 2)
 	a := newAlloc(t, dev, "history_entries:256,history_stacks:true,max_split_size_mb:32,garbage_collection_threshold:0.9")
 	p := mustAlloc(t, a, 4*kib, ss[0])
@@ -607,7 +608,7 @@ func TestPicklePythonRandom(t *testing.T) {
 }
 
 func TestWriteSnapshotRefusesPicklePath(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, "")
 	path := filepath.Join(t.TempDir(), "snap.pickle")
 	err := a.WriteSnapshot(path)

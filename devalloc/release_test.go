@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 	"github.com/accelkit/accelkit/driver/sim"
 )
 
@@ -13,7 +14,7 @@ import (
 // large pool, oldest freed first, only as many as cover the new segment,
 // and never small-pool ones.
 func TestReleaseBeforeGrow(t *testing.T) {
-	dev, sd := openDev(t, "capacity=1GiB")
+	dev, sd := drivertest.OpenDevice(t, "sim", "capacity=1GiB")
 	s := dev.DefaultStream()
 	for _, tc := range []struct {
 		conf     string
@@ -89,7 +90,7 @@ func TestReleaseBeforeGrowStreamSafe(t *testing.T) {
 	for _, conf := range []string{"", "expandable_segments:true"} {
 		mode := map[string]string{"": "plain: ", "expandable_segments:true": "expandable: "}[conf]
 		t.Run(mode+"pending free on a noted stream", func(t *testing.T) {
-			dev, sd := openDev(t, "capacity=1GiB")
+			dev, sd := drivertest.OpenDevice(t, "sim", "capacity=1GiB")
 			a := newAlloc(t, dev, conf)
 			s := dev.DefaultStream()
 			ss := streams(t, dev, 2)
@@ -126,7 +127,7 @@ func TestReleaseBeforeGrowStreamSafe(t *testing.T) {
 			checkIndexes(t, a)
 		})
 		t.Run(mode+"work still queued on the owner stream", func(t *testing.T) {
-			dev, sd := openDev(t, "capacity=1GiB")
+			dev, sd := drivertest.OpenDevice(t, "sim", "capacity=1GiB")
 			a := newAlloc(t, dev, conf)
 			s := dev.DefaultStream()
 			other := streams(t, dev, 1)[0]
@@ -197,7 +198,7 @@ func TestReleaseBeforeGrowExpandable(t *testing.T) {
 		{"expandable_segments:true,release_before_grow:false", 0, 2 + 40 + 64 + 64},
 	} {
 		t.Run(tc.conf, func(t *testing.T) {
-			dev, sd := openDev(t, "capacity=1GiB")
+			dev, sd := drivertest.OpenDevice(t, "sim", "capacity=1GiB")
 			a := newAlloc(t, dev, tc.conf)
 			ss := streams(t, dev, 2)
 			mine, theirs := ss[0], ss[1]

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // countingStream counts the allocator's Synchronize calls on a stream.
@@ -26,7 +27,7 @@ func (s countingStream) Synchronize() error {
 // It returns the sets and blocks the slow paths looked at and the stream
 // synchronisations of that run: counts that follow the work done.
 func manyStreamsWork(t *testing.T, conf string, capMiB, n int) (visits uint64, syncs int64) {
-	dev, _ := openDev(t, fmt.Sprintf("capacity=%dMiB", capMiB))
+	dev, _ := drivertest.OpenDevice(t, "sim", fmt.Sprintf("capacity=%dMiB", capMiB))
 	a := newAlloc(t, dev, conf)
 	var count atomic.Int64
 	ss := make([]driver.Stream, n)
@@ -84,7 +85,7 @@ func TestManyStreamsScale(t *testing.T) {
 func TestEmptySetsDropped(t *testing.T) {
 	for _, conf := range []string{"", "expandable_segments:true", "garbage_collection_threshold:0.5"} {
 		t.Run("conf="+conf, func(t *testing.T) {
-			dev, _ := openDev(t, "capacity=64MiB")
+			dev, _ := drivertest.OpenDevice(t, "sim", "capacity=64MiB")
 			a := newAlloc(t, dev, conf)
 			ss := streams(t, dev, 40)
 			var live []driver.Ptr
@@ -142,7 +143,7 @@ func TestEmptySetsDropped(t *testing.T) {
 func TestHoldsStream(t *testing.T) {
 	for _, conf := range []string{"", "expandable_segments:true", "backend:passthrough"} {
 		t.Run("conf="+conf, func(t *testing.T) {
-			dev, _ := openDev(t, "capacity=64MiB")
+			dev, _ := drivertest.OpenDevice(t, "sim", "capacity=64MiB")
 			a := newResource(t, dev, conf)
 			caches := conf != "backend:passthrough"
 			s := streams(t, dev, 2)

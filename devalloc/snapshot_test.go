@@ -14,10 +14,11 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 func TestStatsMap(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	s := dev.DefaultStream()
 	a := newAlloc(t, dev, "")
 	p := mustAlloc(t, a, 1000, s)  // small: 1024
@@ -72,7 +73,7 @@ func TestStatsMap(t *testing.T) {
 }
 
 func TestSnapshotSchemaAndHistory(t *testing.T) {
-	dev, _ := openDev(t, "capacity=64MiB")
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=64MiB")
 	ss := streams(t, dev, 2)
 	a := newAlloc(t, dev, "history_entries:64,history_stacks:true,expandable_segments:true")
 	p := mustAlloc(t, a, 4*kib, ss[0])
@@ -165,7 +166,7 @@ func TestHistoryRing(t *testing.T) {
 }
 
 func TestSnapshotOnOOM(t *testing.T) {
-	dev, _ := openDev(t, "capacity=64MiB")
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=64MiB")
 	path := filepath.Join(t.TempDir(), "oom.json")
 	a := newAlloc(t, dev, "snapshot_on_oom:"+path)
 	p := mustAlloc(t, a, 40*mib, dev.DefaultStream())

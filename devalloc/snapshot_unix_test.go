@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // SIGUSR1 and kill exist on unix only; NotifySnapshotOnSignal itself takes
 // any os.Signal.
 func TestSnapshotOnSignal(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	path := filepath.Join(t.TempDir(), "sig.json")
 	a := newAlloc(t, dev, "")
 	p := mustAlloc(t, a, 1*mib, dev.DefaultStream())

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 	"github.com/accelkit/accelkit/evpool"
 )
 
@@ -56,7 +57,7 @@ func wantGatedBytes(t *testing.T, dev driver.Device, p driver.Ptr, v byte) {
 // block freed with RecordStream; the owner stream gets the block back only
 // after open() and that work.
 func TestRecordStreamDefersReuse(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	a, owner, user, p, open := gatedUse(t, dev, 0xAB)
 	mustFree(t, a, p)
 	snap := a.Snapshot()
@@ -91,7 +92,7 @@ func TestRecordStreamDefersReuse(t *testing.T) {
 // TestRecordStreamEventAtFree: work queued on the noted stream after the
 // free does not delay reuse (the event is recorded at Free).
 func TestRecordStreamEventAtFree(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	ss := streams(t, dev, 2)
 	owner, user := ss[0], ss[1]
 	a := newAlloc(t, dev, "")
@@ -120,7 +121,7 @@ func TestRecordStreamEventAtFree(t *testing.T) {
 // TestStreamsDoNotShareBlocks: without cross-stream reuse, a block freed on
 // one stream is never handed to another.
 func TestStreamsDoNotShareBlocks(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	ss := streams(t, dev, 2)
 	a := newAlloc(t, dev, "")
 	p := mustAlloc(t, a, 4*kib, ss[0])
@@ -139,7 +140,7 @@ func TestStreamsDoNotShareBlocks(t *testing.T) {
 // cached block, and the taker's later work never starts before the giver's
 // earlier work ends.
 func TestCrossStreamReuse(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	ss := streams(t, dev, 2)
 	giver, taker := ss[0], ss[1]
 	a := newAlloc(t, dev, "cross_stream_reuse:true")
@@ -212,7 +213,7 @@ func stateOf(snap *Snapshot, p driver.Ptr) string {
 // the work over (a lost device), the block stays live and the caller's.
 func TestFreeWhenNoEventCanBeRecorded(t *testing.T) {
 	t.Run("host wait", func(t *testing.T) {
-		dev, h := openDev(t, "")
+		dev, h := drivertest.OpenDevice(t, "sim", "")
 		a, owner, _, p, open := gatedUse(t, dev, 0xCD)
 		h.SetFaultRate(1, 1) // every event record fails
 		go func() {
@@ -229,7 +230,7 @@ func TestFreeWhenNoEventCanBeRecorded(t *testing.T) {
 		mustFree(t, a, q)
 	})
 	t.Run("not released", func(t *testing.T) {
-		dev, h := openDev(t, "")
+		dev, h := drivertest.OpenDevice(t, "sim", "")
 		ss := streams(t, dev, 2)
 		owner, user := ss[0], ss[1]
 		a := newAlloc(t, dev, "")

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // mixedSize draws a size log-uniformly from [lo, hi], so small sizes are
@@ -41,7 +42,7 @@ type live struct {
 // and frees handed to other goroutines. The shadow checker watches every
 // live range. It returns the allocator for end-state checks.
 func runStress(t *testing.T, o stressOpts) (*Allocator, driver.Device) {
-	dev, h := openDev(t, o.dsn)
+	dev, h := drivertest.OpenDevice(t, "sim", o.dsn)
 	a := newAlloc(t, dev, o.conf)
 	ss := append([]driver.Stream{dev.DefaultStream()}, streams(t, dev, o.streams-1)...)
 	sh := newShadow()

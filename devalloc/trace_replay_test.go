@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // replaySeg is one segment of the replay's memory: [addr, addr+size) on
@@ -173,7 +174,7 @@ func cmpU64(x, y uint64) int {
 // allocator's snapshot with everything still live.
 func traceWorkload(t testing.TB, conf string, seed uint64, ops int) *Snapshot {
 	t.Helper()
-	dev, _ := openDev(t, "capacity=256MiB")
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=256MiB")
 	ss := streams(t, dev, 3)
 	a := newAlloc(t, dev, conf)
 	r := rand.New(rand.NewPCG(seed, 36))
@@ -280,7 +281,7 @@ func segmentSums(t testing.TB, snap *Snapshot) {
 func TestSnapshotRequestedSizeCountsPendingFree(t *testing.T) {
 	for _, conf := range []string{"", "expandable_segments:true"} {
 		t.Run(conf, func(t *testing.T) {
-			dev, _ := openDev(t, "capacity=64MiB")
+			dev, _ := drivertest.OpenDevice(t, "sim", "capacity=64MiB")
 			ss := streams(t, dev, 2)
 			a := newAlloc(t, dev, conf)
 			mustAlloc(t, a, 1000, ss[0])

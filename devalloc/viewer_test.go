@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/accelkit/accelkit/driver"
-	"github.com/accelkit/accelkit/driver/sim"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // The viewer check runs PyTorch's own memory viewer, MemoryViz.js from a
@@ -242,12 +242,7 @@ func checkViewerDrew(t *testing.T, snap *Snapshot, devs []viewerDevice, summary 
 // tooltips from real frames.
 func device1Workload(t *testing.T) *Snapshot {
 	t.Helper()
-	drv, err := sim.Open("devices=2,capacity=256MiB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { drv.Close() })
-	dev, err := drv.Device(1)
+	dev, err := drivertest.OpenDriver(t, "sim", "devices=2,capacity=256MiB").Device(1)
 	if err != nil {
 		t.Fatal(err)
 	}

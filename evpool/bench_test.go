@@ -30,7 +30,7 @@ func BenchmarkPool(b *testing.B) {
 			name = "record"
 		}
 		b.Run(name, func(b *testing.B) {
-			dev := drivertest.OpenDevice(b)
+			dev, _ := drivertest.OpenDevice(b, "auto", "")
 			s, err := dev.NewStream()
 			if err != nil {
 				b.Fatal(err)
@@ -96,7 +96,7 @@ func BenchmarkPool(b *testing.B) {
 func BenchmarkDeferPoll(b *testing.B) {
 	for _, k := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("streams=%d", k), func(b *testing.B) {
-			dev := drivertest.OpenDevice(b)
+			dev, _ := drivertest.OpenDevice(b, "auto", "")
 			ss := make([]driver.Stream, k)
 			for i := range ss {
 				s, err := dev.NewStream()
@@ -141,7 +141,7 @@ func BenchmarkPollPending(b *testing.B) {
 	const few, many = 16, 4096
 	for _, k := range []int{1, 16} {
 		b.Run(fmt.Sprintf("streams=%d", k), func(b *testing.B) {
-			dev := drivertest.OpenDevice(b)
+			dev, _ := drivertest.OpenDevice(b, "auto", "")
 			h := sim.Hooks(dev)
 			if h == nil {
 				b.Skip("needs sim's Gate")
@@ -214,7 +214,7 @@ func BenchmarkPollPending(b *testing.B) {
 // BenchmarkHandlesHit is the hit path of Handles from every P at once, on
 // a few streams: no exclusive lock, so it scales with the Ps.
 func BenchmarkHandlesHit(b *testing.B) {
-	dev := drivertest.OpenDevice(b)
+	dev, _ := drivertest.OpenDevice(b, "auto", "")
 	ss := []driver.Stream{dev.DefaultStream()}
 	for range 3 {
 		s, err := dev.NewStream()
@@ -283,7 +283,7 @@ func (st *idleStack) pop() driver.Event {
 // on every P at once (each goroutine alternates and times its own batches).
 // treiber/pool above 1 means the mutex is faster.
 func BenchmarkIdleSet(b *testing.B) {
-	dev := drivertest.OpenDevice(b)
+	dev, _ := drivertest.OpenDevice(b, "auto", "")
 	const warm = 8
 	setup := func(b *testing.B) (*evpool.Pool, *idleStack) {
 		pool := evpool.NewPool(dev, evpool.PoolOptions{})

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 	"github.com/accelkit/accelkit/driver/sim"
 	"github.com/accelkit/accelkit/evpool"
 )
@@ -69,7 +70,7 @@ func finish(t *testing.T, d *evpool.Deferred, byDrain bool, ss ...driver.Stream)
 func TestDeferredWaitsForGatedWork(t *testing.T) {
 	for _, byDrain := range []bool{false, true} {
 		t.Run(fmt.Sprintf("drain=%v", byDrain), func(t *testing.T) {
-			dev, h := simDevice(t, openSim(t, 1), 0)
+			dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 			_, d := newDeferred(t, dev)
 			s := newStreams(t, dev, 1)[0]
 			rec := newRecorder()
@@ -97,7 +98,7 @@ func TestDeferredWaitsForGatedWork(t *testing.T) {
 }
 
 func TestDeferredRunsAfterLastStream(t *testing.T) {
-	dev, h := simDevice(t, openSim(t, 1), 0)
+	dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 	_, d := newDeferred(t, dev)
 	ss := newStreams(t, dev, 3)
 	rec := newRecorder()
@@ -121,7 +122,7 @@ func TestDeferredRunsAfterLastStream(t *testing.T) {
 func TestDeferredStickyError(t *testing.T) {
 	for _, byDrain := range []bool{false, true} {
 		t.Run(fmt.Sprintf("drain=%v", byDrain), func(t *testing.T) {
-			dev, h := simDevice(t, openSim(t, 1), 0)
+			dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 			_, d := newDeferred(t, dev)
 			ss := newStreams(t, dev, 2)
 			bad, good := ss[0], ss[1]
@@ -170,7 +171,7 @@ func TestDeferredStickyError(t *testing.T) {
 func TestDeferredDeadStream(t *testing.T) {
 	for _, byDrain := range []bool{false, true} {
 		t.Run(fmt.Sprintf("drain=%v", byDrain), func(t *testing.T) {
-			dev, h := simDevice(t, openSim(t, 1), 0)
+			dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 			_, d := newDeferred(t, dev)
 			s := newStreams(t, dev, 1)[0]
 			buf, err := dev.Malloc(64)
@@ -231,7 +232,7 @@ func TestDeferredPollQueriesHeads(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("K=%d,N=%d", tt.streams, tt.perStream), func(t *testing.T) {
-			dev, h := simDevice(t, openSim(t, 1), 0)
+			dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 			_, d := newDeferred(t, dev)
 			ss := newStreams(t, dev, tt.streams)
 			newStreams(t, dev, 8) // idle streams cost nothing
@@ -280,7 +281,7 @@ func TestDeferredPollQueriesHeads(t *testing.T) {
 // TestDeferredPollPartial gates a stream twice so that its first entries are
 // done and the later ones are not: Poll completes exactly the done ones.
 func TestDeferredPollPartial(t *testing.T) {
-	dev, h := simDevice(t, openSim(t, 1), 0)
+	dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 	_, d := newDeferred(t, dev)
 	s := newStreams(t, dev, 1)[0]
 	rec := newRecorder()
@@ -332,9 +333,9 @@ func TestDeferredPollPartial(t *testing.T) {
 }
 
 func TestDeferredDeferErrors(t *testing.T) {
-	drv := openSim(t, 2)
-	dev, _ := simDevice(t, drv, 0)
-	other, _ := simDevice(t, drv, 1)
+	drv := drivertest.OpenDriver(t, "sim", "devices=2,"+simDSN)
+	dev := deviceOf(t, drv, 0)
+	other := deviceOf(t, drv, 1)
 	s := newStreams(t, dev, 1)[0]
 	foreign := newStreams(t, other, 1)[0]
 	noop := func(error) {}
@@ -363,7 +364,7 @@ func TestDeferredDeferErrors(t *testing.T) {
 }
 
 func TestDeferredNilIsTheDefaultStream(t *testing.T) {
-	dev, h := simDevice(t, openSim(t, 1), 0)
+	dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 	_, d := newDeferred(t, dev)
 	open := gate(t, h, dev.DefaultStream())
 	ran := 0
@@ -378,7 +379,7 @@ func TestDeferredNilIsTheDefaultStream(t *testing.T) {
 }
 
 func TestDeferredRecordFailure(t *testing.T) {
-	dev, h := simDevice(t, openSim(t, 1), 0)
+	dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 	p, d := newDeferred(t, dev)
 	ss := newStreams(t, dev, 2)
 	// Warm the pool so Get succeeds and the failure comes from Record.
@@ -408,7 +409,7 @@ func TestDeferredRecordFailure(t *testing.T) {
 }
 
 func TestDeferredDuplicateStreams(t *testing.T) {
-	dev, h := simDevice(t, openSim(t, 1), 0)
+	dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 	_, d := newDeferred(t, dev)
 	s := newStreams(t, dev, 1)[0]
 	r0 := h.Stats().EventRecords
@@ -426,7 +427,7 @@ func TestDeferredDuplicateStreams(t *testing.T) {
 }
 
 func TestDeferredNoStreams(t *testing.T) {
-	dev, _ := simDevice(t, openSim(t, 1), 0)
+	dev, _ := drivertest.OpenDevice(t, "sim", simDSN)
 	_, d := newDeferred(t, dev)
 	var n atomic.Int32
 	mustDefer(t, d, nil, func(err error) {
@@ -444,7 +445,7 @@ func TestDeferredNoStreams(t *testing.T) {
 }
 
 func TestDeferredEventsReturnToPool(t *testing.T) {
-	dev, _ := simDevice(t, openSim(t, 1), 0)
+	dev, _ := drivertest.OpenDevice(t, "sim", simDSN)
 	p, d := newDeferred(t, dev)
 	ss := newStreams(t, dev, 4)
 	for range 10 {
@@ -467,7 +468,7 @@ func TestDeferredEventsReturnToPool(t *testing.T) {
 }
 
 func TestDeferredPanickingCallback(t *testing.T) {
-	dev, _ := simDevice(t, openSim(t, 1), 0)
+	dev, _ := drivertest.OpenDevice(t, "sim", simDSN)
 	_, d := newDeferred(t, dev)
 	var ran [3]atomic.Int32
 	for i := range 3 {
@@ -500,7 +501,7 @@ func TestDeferredPanickingCallback(t *testing.T) {
 }
 
 func TestDeferredReentrant(t *testing.T) {
-	dev, h := simDevice(t, openSim(t, 1), 0)
+	dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 	_, d := newDeferred(t, dev)
 	s := newStreams(t, dev, 1)[0]
 	var child atomic.Int32
@@ -534,7 +535,7 @@ func TestDeferredStress(t *testing.T) {
 		streams = 12
 		iters   = 120
 	)
-	dev, h := simDevice(t, openSim(t, 1), 0)
+	dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 	p, d := newDeferred(t, dev)
 	ss := newStreams(t, dev, streams)
 	bufs := make([]driver.Ptr, streams)
@@ -657,7 +658,7 @@ func TestDeferredStress(t *testing.T) {
 }
 
 func TestNilArguments(t *testing.T) {
-	dev, _ := simDevice(t, openSim(t, 1), 0)
+	dev, _ := drivertest.OpenDevice(t, "sim", simDSN)
 	s := dev.DefaultStream()
 	if err := evpool.NewDeferred(nil).Defer([]driver.Stream{s}, func(error) {}); !errors.Is(err, driver.ErrInvalidValue) {
 		t.Errorf("Defer on a Deferred without a pool = %v, want driver.ErrInvalidValue", err)
@@ -677,7 +678,7 @@ func TestNilArguments(t *testing.T) {
 // TestDeferredDrainBlocks starts Drain while the stream is gated: the
 // callback must see that the gate was opened first.
 func TestDeferredDrainBlocks(t *testing.T) {
-	dev, h := simDevice(t, openSim(t, 1), 0)
+	dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 	_, d := newDeferred(t, dev)
 	s := newStreams(t, dev, 1)[0]
 	open := gate(t, h, s)
@@ -703,7 +704,7 @@ func TestDeferredDrainBlocks(t *testing.T) {
 // TestDeferredDeviceLost loses the device under pending entries: they run
 // with driver.ErrDeviceLost, and later Defers fail.
 func TestDeferredDeviceLost(t *testing.T) {
-	dev, h := simDevice(t, openSim(t, 1), 0)
+	dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 	_, d := newDeferred(t, dev)
 	ss := newStreams(t, dev, 2)
 	gate(t, h, ss[0])

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 	"github.com/accelkit/accelkit/evpool"
 )
 
@@ -56,10 +57,10 @@ func (l *handleLog) destroy(h *fakeHandle) error {
 var errCreate = errors.New("create failed")
 
 func TestHandlesCreateOnceConcurrent(t *testing.T) {
-	drv := openSim(t, 2)
+	drv := drivertest.OpenDriver(t, "sim", "devices=2,"+simDSN)
 	var streams []driver.Stream
 	for i := range 2 {
-		dev, _ := simDevice(t, drv, i)
+		dev := deviceOf(t, drv, i)
 		// The default streams of both devices have ID 0: the key must
 		// still tell them apart.
 		streams = append(streams, dev.DefaultStream())
@@ -117,7 +118,7 @@ func TestHandlesCreateOnceConcurrent(t *testing.T) {
 }
 
 func TestHandlesErrorsNotCached(t *testing.T) {
-	dev, _ := simDevice(t, openSim(t, 1), 0)
+	dev, _ := drivertest.OpenDevice(t, "sim", simDSN)
 	s := dev.DefaultStream()
 	log := &handleLog{}
 	log.failNext.Store(2)
@@ -142,7 +143,7 @@ func TestHandlesErrorsNotCached(t *testing.T) {
 }
 
 func TestHandlesWaitersShareCreate(t *testing.T) {
-	dev, _ := simDevice(t, openSim(t, 1), 0)
+	dev, _ := drivertest.OpenDevice(t, "sim", simDSN)
 	s := dev.DefaultStream()
 	entered := make(chan struct{})
 	release := make(chan struct{})
@@ -184,7 +185,7 @@ func TestHandlesWaitersShareCreate(t *testing.T) {
 }
 
 func TestHandlesCreatePanics(t *testing.T) {
-	dev, _ := simDevice(t, openSim(t, 1), 0)
+	dev, _ := drivertest.OpenDevice(t, "sim", simDSN)
 	s := dev.DefaultStream()
 	var calls atomic.Int32
 	hs := evpool.NewHandles(func(driver.Stream) (string, error) {
@@ -208,7 +209,7 @@ func TestHandlesCreatePanics(t *testing.T) {
 }
 
 func TestHandlesCloseErrors(t *testing.T) {
-	dev, _ := simDevice(t, openSim(t, 1), 0)
+	dev, _ := drivertest.OpenDevice(t, "sim", simDSN)
 	ss := newStreams(t, dev, 3)
 	errBusy := errors.New("busy")
 	hs := evpool.NewHandles(func(s driver.Stream) (uint64, error) { return s.ID(), nil },
@@ -237,7 +238,7 @@ func TestHandlesCloseErrors(t *testing.T) {
 func TestHandlesCloseDuringGets(t *testing.T) {
 	for round := range 5 {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
-			dev, _ := simDevice(t, openSim(t, 1), 0)
+			dev, _ := drivertest.OpenDevice(t, "sim", simDSN)
 			ss := newStreams(t, dev, 8)
 			log := &handleLog{}
 			hs := evpool.NewHandles(log.create, log.destroy)

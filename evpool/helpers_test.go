@@ -7,32 +7,18 @@ import (
 	"github.com/accelkit/accelkit/driver/sim"
 )
 
-// openSim opens a small simulated driver for one test.
-func openSim(t testing.TB, devices int) *sim.Driver {
-	t.Helper()
-	cfg := sim.DefaultConfig()
-	cfg.Devices = devices
-	cfg.Capacity = 64 << 20
-	drv, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { drv.Close() })
-	return drv
-}
+// simDSN configures the sim the tests open, with drivertest.OpenDevice or
+// OpenDriver: small, so a leak shows.
+const simDSN = "capacity=64MiB"
 
-// simDevice returns device i of drv and its test hooks.
-func simDevice(t testing.TB, drv *sim.Driver, i int) (driver.Device, *sim.Device) {
+// deviceOf returns device i of drv.
+func deviceOf(t testing.TB, drv driver.Driver, i int) driver.Device {
 	t.Helper()
 	dev, err := drv.Device(i)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := sim.Hooks(dev)
-	if h == nil {
-		t.Fatalf("device %d of the sim driver has no hooks", i)
-	}
-	return dev, h
+	return dev
 }
 
 // newStreams makes n streams on dev, destroyed at cleanup.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 	"github.com/accelkit/accelkit/evpool"
 )
 
@@ -26,7 +27,7 @@ func TestPoolStats(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dev, h := simDevice(t, openSim(t, 1), 0)
+			dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 			p := evpool.NewPool(dev, evpool.PoolOptions{MaxIdle: tt.maxIdle})
 			defer p.Close()
 			before := h.Stats().EventsCreated
@@ -57,7 +58,7 @@ func TestPoolStats(t *testing.T) {
 }
 
 func TestPoolReusedEventWorks(t *testing.T) {
-	dev, _ := simDevice(t, openSim(t, 1), 0)
+	dev, _ := drivertest.OpenDevice(t, "sim", simDSN)
 	p := evpool.NewPool(dev, evpool.PoolOptions{})
 	defer p.Close()
 	s := newStreams(t, dev, 1)[0]
@@ -85,7 +86,7 @@ func TestPoolReusedEventWorks(t *testing.T) {
 }
 
 func TestPoolClose(t *testing.T) {
-	dev, _ := simDevice(t, openSim(t, 1), 0)
+	dev, _ := drivertest.OpenDevice(t, "sim", simDSN)
 	p := evpool.NewPool(dev, evpool.PoolOptions{})
 	idle, _ := p.Get()
 	held, _ := p.Get()
@@ -114,9 +115,9 @@ func TestPoolClose(t *testing.T) {
 }
 
 func TestPoolForeignEvent(t *testing.T) {
-	drv := openSim(t, 2)
-	dev0, _ := simDevice(t, drv, 0)
-	dev1, _ := simDevice(t, drv, 1)
+	drv := drivertest.OpenDriver(t, "sim", "devices=2,"+simDSN)
+	dev0 := deviceOf(t, drv, 0)
+	dev1 := deviceOf(t, drv, 1)
 	p := evpool.NewPool(dev0, evpool.PoolOptions{})
 	defer p.Close()
 	e, err := dev1.NewEvent()
@@ -138,7 +139,7 @@ func TestPoolForeignEvent(t *testing.T) {
 }
 
 func TestPoolConcurrent(t *testing.T) {
-	dev, _ := simDevice(t, openSim(t, 1), 0)
+	dev, _ := drivertest.OpenDevice(t, "sim", simDSN)
 	const maxIdle = 8
 	p := evpool.NewPool(dev, evpool.PoolOptions{MaxIdle: maxIdle})
 	ss := newStreams(t, dev, 4)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 	"github.com/accelkit/accelkit/evpool"
 )
 
@@ -21,9 +22,9 @@ func setOf(ss ...driver.Stream) evpool.StreamSet {
 }
 
 func TestStreamSet(t *testing.T) {
-	drv := openSim(t, 2)
-	dev0, _ := simDevice(t, drv, 0)
-	dev1, _ := simDevice(t, drv, 1)
+	drv := drivertest.OpenDriver(t, "sim", "devices=2,"+simDSN)
+	dev0 := deviceOf(t, drv, 0)
+	dev1 := deviceOf(t, drv, 1)
 	ss := newStreams(t, dev0, 3)
 
 	var set evpool.StreamSet
@@ -75,8 +76,7 @@ func equalIDs(a, b []uint64) bool {
 }
 
 func TestReleaseEmptyRunsNow(t *testing.T) {
-	drv := openSim(t, 1)
-	dev, _ := simDevice(t, drv, 0)
+	dev, _ := drivertest.OpenDevice(t, "sim", simDSN)
 	_, d := newDeferred(t, dev)
 	n := 0
 	if err := d.Release(evpool.StreamSet{}, func() { n++ }); err != nil || n != 1 {
@@ -88,8 +88,7 @@ func TestReleaseEmptyRunsNow(t *testing.T) {
 }
 
 func TestReleaseWaitsForStreams(t *testing.T) {
-	drv := openSim(t, 1)
-	dev, h := simDevice(t, drv, 0)
+	dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 	_, d := newDeferred(t, dev)
 	ss := newStreams(t, dev, 2)
 	open := gate(t, h, ss[1])
@@ -121,8 +120,7 @@ func TestReleaseFallbackWaitsOnTheHost(t *testing.T) {
 			name = "destroyed stream"
 		}
 		t.Run(name, func(t *testing.T) {
-			drv := openSim(t, 1)
-			dev, h := simDevice(t, drv, 0)
+			dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 			_, d := newDeferred(t, dev)
 			s, err := dev.NewStream()
 			if err != nil {
@@ -169,8 +167,7 @@ func TestReleaseFallbackWaitsOnTheHost(t *testing.T) {
 }
 
 func TestReleaseNotReleasedHandsBack(t *testing.T) {
-	drv := openSim(t, 1)
-	dev, h := simDevice(t, drv, 0)
+	dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 	_, d := newDeferred(t, dev)
 	ss := newStreams(t, dev, 1)
 	h.LoseDevice()
@@ -195,8 +192,7 @@ func TestReleaseNotReleasedHandsBack(t *testing.T) {
 // at random: each release runs exactly once, none before its stream's
 // is lost.
 func TestReleaseStress(t *testing.T) {
-	drv := openSim(t, 1)
-	dev, h := simDevice(t, drv, 0)
+	dev, h := drivertest.OpenDevice(t, "sim", simDSN)
 	_, d := newDeferred(t, dev)
 	ss := newStreams(t, dev, 4)
 	h.SetFaultRate(7, 0.3)

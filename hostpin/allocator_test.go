@@ -10,23 +10,8 @@ import (
 	"unsafe"
 
 	"github.com/accelkit/accelkit/driver"
-	"github.com/accelkit/accelkit/driver/sim"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
-
-// newDevice opens a fresh sim driver for the test and returns its device.
-func newDevice(t testing.TB) (driver.Device, *sim.Device) {
-	t.Helper()
-	drv, err := sim.Open("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { drv.Close() })
-	dev, err := drv.Device(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dev, sim.Hooks(dev)
-}
 
 // newAlloc makes an allocator closed at the end of the test (before the
 // driver, as cleanups run last first).
@@ -71,7 +56,7 @@ func addr(b *Buffer) uintptr {
 }
 
 func TestNewOptions(t *testing.T) {
-	dev, _ := newDevice(t)
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	tests := []struct {
 		name string
 		opts Options
@@ -112,7 +97,7 @@ func TestNewOptions(t *testing.T) {
 }
 
 func TestAllocZero(t *testing.T) {
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	before := sd.Stats().HostAllocs
 	b := mustAlloc(t, a, 0)
@@ -135,7 +120,7 @@ func TestAllocZero(t *testing.T) {
 }
 
 func TestAllocReuse(t *testing.T) {
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	for _, n := range []int{1, 4096, 5000, 63 << 10, 64 << 10, 1 << 20, 3<<20 + 5} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
@@ -165,7 +150,7 @@ func TestAllocReuse(t *testing.T) {
 // TestReuseRatio checks that a cached larger buffer serves a request up to
 // 1.25x smaller, and not one smaller than that.
 func TestReuseRatio(t *testing.T) {
-	dev, _ := newDevice(t)
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{PageOnlyThreshold: 1 << 20})
 	tests := []struct {
 		name      string
@@ -202,7 +187,7 @@ func TestReuseRatio(t *testing.T) {
 }
 
 func TestSlabs(t *testing.T) {
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	base := sd.Stats()
 	var bufs []*Buffer
@@ -248,7 +233,7 @@ func TestSlabs(t *testing.T) {
 }
 
 func TestCacheCap(t *testing.T) {
-	dev, _ := newDevice(t)
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{CacheCap: 1 << 20})
 	b1, b2, b3 := mustAlloc(t, a, 512<<10), mustAlloc(t, a, 512<<10), mustAlloc(t, a, 512<<10)
 	p2, p3 := addr(b2), addr(b3)
@@ -285,7 +270,7 @@ func TestCacheCap(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	dev, _ := newDevice(t)
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{MaxSize: 1 << 30})
 	other := newAlloc(t, dev, Options{})
 	keep := mustAlloc(t, a, 8192)
@@ -348,7 +333,7 @@ func TestBadInput(t *testing.T) {
 // open and the copy has run, and the copy reads what was written before
 // Free.
 func TestRecordStreamReuse(t *testing.T) {
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	const n = 1 << 20
 	st, err := dev.NewStream()
@@ -420,7 +405,7 @@ func TestRecordStreamReuse(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	a, err := New(dev, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -475,7 +460,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestStats(t *testing.T) {
-	dev, _ := newDevice(t)
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	b1 := mustAlloc(t, a, 100<<10) // class 112K
 	b2 := mustAlloc(t, a, 1<<20)
@@ -512,7 +497,7 @@ func TestStats(t *testing.T) {
 // TestConcurrentAllocFree churns the allocator from many goroutines; every
 // goroutine checks its buffers were not handed to anyone else meanwhile.
 func TestConcurrentAllocFree(t *testing.T) {
-	dev, _ := newDevice(t)
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{CacheCap: 8 << 20})
 	st, err := dev.NewStream()
 	if err != nil {
@@ -573,7 +558,7 @@ func TestConcurrentAllocFree(t *testing.T) {
 // calls: errors surface as out of memory, and the allocator's accounting and
 // buffers stay consistent.
 func TestFaultInjection(t *testing.T) {
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{CacheCap: 4 << 20})
 	st, err := dev.NewStream()
 	if err != nil {

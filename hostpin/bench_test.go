@@ -49,7 +49,7 @@ func sizeName(n int) string {
 // BenchmarkAllocFree: a cached Alloc+Free pair against a fresh driver
 // HostAlloc+HostFree of the same size, in one run; speedup-x is the ratio.
 func BenchmarkAllocFree(b *testing.B) {
-	dev := drivertest.OpenDevice(b)
+	dev, _ := drivertest.OpenDevice(b, "auto", "")
 	for _, n := range []int{64 << 10, 1 << 20, 64 << 20} {
 		b.Run(sizeName(n), func(b *testing.B) {
 			a, err := New(dev, Options{})
@@ -86,7 +86,7 @@ func BenchmarkAllocFree(b *testing.B) {
 // BenchmarkAllocFreeParallel: the cached pair from every P at once (one
 // lock; shows contention).
 func BenchmarkAllocFreeParallel(b *testing.B) {
-	dev := drivertest.OpenDevice(b)
+	dev, _ := drivertest.OpenDevice(b, "auto", "")
 	a, err := New(dev, Options{})
 	if err != nil {
 		b.Fatal(err)
@@ -248,7 +248,7 @@ type stagedEnv struct {
 // stagedBench opens the device, an Allocator and a stream, and runs body
 // for each size in a sub-benchmark named for it.
 func stagedBench(b *testing.B, sizes []int, body func(b *testing.B, e stagedEnv)) {
-	dev := drivertest.OpenDevice(b)
+	dev, _ := drivertest.OpenDevice(b, "auto", "")
 	a, err := New(dev, Options{})
 	if err != nil {
 		b.Fatal(err)

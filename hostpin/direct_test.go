@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 func newDirect(t testing.TB, dev driver.Device, opts DirectOptions) *Direct {
@@ -25,7 +26,7 @@ func newDirect(t testing.TB, dev driver.Device, opts DirectOptions) *Direct {
 // TestDirect: every Alloc and Free goes to the driver with the exact size;
 // RecordStream still holds the driver free until the stream's work ran.
 func TestDirect(t *testing.T) {
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	a := newDirect(t, dev, DirectOptions{})
 	base := sd.Stats()
 	for i := 0; i < 3; i++ {
@@ -83,7 +84,7 @@ func TestDirect(t *testing.T) {
 }
 
 func TestDirectErrors(t *testing.T) {
-	dev, _ := newDevice(t)
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	if _, err := NewDirect(nil, DirectOptions{}); !errors.Is(err, driver.ErrInvalidValue) {
 		t.Errorf("NewDirect(nil) = %v, want driver.ErrInvalidValue", err)
 	}
@@ -128,7 +129,7 @@ func TestDirectErrors(t *testing.T) {
 // TestStagerOnDirect: the Stager takes a Direct as its Source and copies
 // exactly; every chunk goes back to the driver.
 func TestStagerOnDirect(t *testing.T) {
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	d := newDirect(t, dev, DirectOptions{})
 	const chunk = 64 << 10
 	sg := newStager(t, d, StagerOptions{ChunkSize: chunk, Workers: 2})

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 	"github.com/accelkit/accelkit/driver/sim"
 	"github.com/accelkit/accelkit/evpool"
 )
@@ -28,7 +29,7 @@ type resource interface {
 func eachResource(t *testing.T, f func(t *testing.T, dev driver.Device, sd *sim.Device, r resource)) {
 	for _, kind := range []string{"Allocator", "Direct"} {
 		t.Run(kind, func(t *testing.T) {
-			dev, sd := newDevice(t)
+			dev, sd := drivertest.OpenDevice(t, "sim", "")
 			var r resource
 			if kind == "Allocator" {
 				r = newAlloc(t, dev, Options{})
@@ -43,7 +44,7 @@ func eachResource(t *testing.T, f func(t *testing.T, dev driver.Device, sd *sim.
 // TestFreeRecordFailure: when the free-time events cannot be recorded, Free
 // waits for the stream; the buffer is then reusable.
 func TestFreeRecordFailure(t *testing.T) {
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	st, err := dev.NewStream()
 	if err != nil {
@@ -70,7 +71,7 @@ func TestFreeRecordFailure(t *testing.T) {
 // rather than return it), Free does not return, and once the gate opens Free
 // succeeds and the buffer is reused.
 func TestFreeRecordFailureGated(t *testing.T) {
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	const n = 256 << 10
 	st := newStream(t, dev)

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"testing"
+
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // FuzzAllocFree drives an allocator with a sequence of operations decoded
@@ -18,7 +20,7 @@ func FuzzAllocFree(f *testing.F) {
 	f.Add([]byte{0, 200, 10, 0, 200, 11, 2, 0, 1, 0, 4, 0, 0, 200, 10, 3, 5})
 	f.Add([]byte{0, 0, 1, 0, 0, 2, 0, 0, 3, 1, 1, 1, 0, 4, 0, 0, 2})
 	f.Add([]byte{0, 255, 255, 2, 0, 1, 0, 0, 255, 250, 3, 0, 255, 255})
-	dev, sd := newDevice(f)
+	dev, sd := drivertest.OpenDevice(f, "sim", "")
 	st := newStream(f, dev)
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		if len(ops) > 600 {

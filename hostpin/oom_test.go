@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 	"github.com/accelkit/accelkit/driver/sim"
 )
 
@@ -38,7 +39,7 @@ type pinnedCap struct {
 // bytes.
 func newPinnedCap(t *testing.T, limit int) (*pinnedCap, *sim.Device) {
 	t.Helper()
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	return &pinnedCap{Device: dev, limit: limit, live: map[*driver.HostBuffer]bool{}}, sd
 }
 

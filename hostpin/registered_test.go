@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
-	"github.com/accelkit/accelkit/driver/sim"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // TestRegistered: copies from and to a registered buffer take no staging
@@ -17,7 +17,7 @@ import (
 // same buffer is staged again.
 func TestRegistered(t *testing.T) {
 	ctx := context.Background()
-	dev, _ := newDevice(t)
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	sg := newStager(t, a, StagerOptions{})
 	st := newStream(t, dev)
@@ -89,7 +89,7 @@ func TestRegistered(t *testing.T) {
 }
 
 func TestRegisterErrors(t *testing.T) {
-	dev, _ := newDevice(t)
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	sg := newStager(t, newAlloc(t, dev, Options{}), StagerOptions{})
 	if _, err := sg.Register(nil); !errors.Is(err, driver.ErrInvalidValue) {
 		t.Errorf("Register(nil) = %v, want ErrInvalidValue", err)
@@ -104,12 +104,7 @@ func TestRegisterErrors(t *testing.T) {
 		t.Errorf("overlapping Register = %v, want ErrAlreadyRegistered", err)
 	}
 
-	drv, err := sim.Open("hostregister=false")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drv.Close()
-	plain, _ := drv.Device(0)
+	plain, _ := drivertest.OpenDevice(t, "sim", "hostregister=false")
 	a2 := newAlloc(t, plain, Options{})
 	sg2 := newStager(t, a2, StagerOptions{})
 	if _, err := sg2.Register(buf[8192:]); !errors.Is(err, driver.ErrNotSupported) {
@@ -123,7 +118,7 @@ func TestRegisterErrors(t *testing.T) {
 // that reaches memory no longer pinned). Run under -race.
 func TestRegisteredCloseRace(t *testing.T) {
 	ctx := context.Background()
-	dev, _ := newDevice(t)
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	sg := newStager(t, newAlloc(t, dev, Options{}), StagerOptions{})
 	const n = 1 << 20
 	for round := range 20 {

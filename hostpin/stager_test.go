@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 	"github.com/accelkit/accelkit/driver/sim"
 )
 
@@ -111,7 +112,7 @@ func firstDiff(a, b []byte) int {
 }
 
 func TestRoundTripSizes(t *testing.T) {
-	dev, _ := newDevice(t)
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	st := newStream(t, dev)
 	const chunk = 96<<10 + 7 // odd, so chunks straddle pages and classes
@@ -142,7 +143,7 @@ func TestRoundTripSizes(t *testing.T) {
 // TestRoundTripEverySmallSize stages every size from 1 to 2 KiB through
 // tiny odd chunks (and, for the same sizes, the direct path).
 func TestRoundTripEverySmallSize(t *testing.T) {
-	dev, _ := newDevice(t)
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	st := newStream(t, dev)
 	staged := newStager(t, a, StagerOptions{ChunkSize: 61, DirectThreshold: -1, InFlight: 2})
@@ -171,7 +172,7 @@ func waitCopies(sd *sim.Device, base, want uint64, failed func() bool) {
 // pattern, device range and gated stream; gates open only when all 16 are
 // inside their calls. Then the same the other way.
 func TestConcurrentStaging(t *testing.T) {
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	const (
 		calls  = 16
@@ -259,7 +260,7 @@ func TestConcurrentStaging(t *testing.T) {
 // runs to completion on another stream of the same Stager; then A's gate
 // opens. Both destinations must hold their own data.
 func TestCallsDoNotShareJobState(t *testing.T) {
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	const chunk = 64 << 10
 	for _, tc := range []struct {
@@ -334,7 +335,7 @@ func isExactly(err, target error) bool {
 }
 
 func TestCancel(t *testing.T) {
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	st := newStream(t, dev)
 	const chunk = 64 << 10
@@ -390,7 +391,7 @@ func TestCancel(t *testing.T) {
 }
 
 func TestStagerErrors(t *testing.T) {
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	const chunk = 64 << 10
 	sg := newStager(t, a, StagerOptions{ChunkSize: chunk})
@@ -487,7 +488,7 @@ func TestStagerErrors(t *testing.T) {
 // every slot, and leaves no goroutine behind; a call after it copies
 // exactly.
 func TestStagerWorkersStop(t *testing.T) {
-	dev, _ := newDevice(t)
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	const chunk = 64 << 10
 	sg := newStager(t, a, StagerOptions{ChunkSize: chunk, Workers: 4, InFlight: 6})
@@ -590,7 +591,7 @@ func TestJobFirstFailureStops(t *testing.T) {
 // either fails with the injected error or copies exactly; afterwards the
 // allocator is consistent and copies work.
 func TestStagerFaultInjection(t *testing.T) {
-	dev, sd := newDevice(t)
+	dev, sd := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	const chunk = 32 << 10
 	sg := newStager(t, a, StagerOptions{ChunkSize: chunk, Workers: 2})
@@ -646,7 +647,7 @@ func TestStagerFaultInjection(t *testing.T) {
 }
 
 func TestStagerOptions(t *testing.T) {
-	dev, _ := newDevice(t)
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, Options{})
 	o := newStager(t, a, StagerOptions{}).Options()
 	if o.ChunkSize != 1<<20 || o.DirectThreshold != 64<<10 || o.InFlight != 8 || o.Workers != min(runtime.GOMAXPROCS(0)+1, 8) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 	"github.com/accelkit/accelkit/driver/sim"
 )
 
@@ -124,7 +125,7 @@ func TestStatsMap(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			dev, sd := newDevice(t)
+			dev, sd := drivertest.OpenDevice(t, "sim", "")
 			r := tc.open(t, dev)
 			st := newStream(t, dev)
 			alloc := func(n int) *Buffer {
