@@ -35,8 +35,8 @@ type Capabilities struct {
 // base for every Device method, and its dynamic type satisfies VMM, Peer,
 // PropertiesDevice and HostRegisterDevice exactly when caps holds them,
 // whatever methods base's own type has, so callers keep discovering
-// capabilities by type assertion (dev.(driver.VMM), AsVMM,
-// AsHostRegister).
+// capabilities by type assertion (dev.(driver.VMM), driver.AsVMM,
+// driver.AsHostRegister).
 //
 // When base's own type already offers exactly caps, each implemented by
 // base itself, Compose returns base: no wrapper, no extra call. Otherwise

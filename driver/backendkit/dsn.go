@@ -15,7 +15,7 @@ type DSN map[string]string
 
 // ParseDSN parses dsn for backend, accepting only the keys in valid. An
 // unknown key, a duplicate key, or an entry without '=' is an error wrapping
-// ErrInvalidValue that lists the valid keys.
+// driver.ErrInvalidValue that lists the valid keys.
 func ParseDSN(backend, dsn string, valid []string) (DSN, error) {
 	out := DSN{}
 	if strings.TrimSpace(dsn) == "" {

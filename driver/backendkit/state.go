@@ -40,8 +40,8 @@ type deviceEnd struct {
 	lost   error // else: the loss, wrapping ErrDeviceLost
 }
 
-// Check returns why the device cannot run op: ErrClosed after its driver
-// closed, the loss (ErrDeviceLost) after Lose, else nil.
+// Check returns why the device cannot run op: driver.ErrClosed after its driver
+// closed, the loss (driver.ErrDeviceLost) after Lose, else nil.
 func (s *DeviceState) Check(op string) error {
 	if s.end.Load() != nil { // kept small to inline: every call begins here
 		return s.endError(op)
@@ -63,14 +63,14 @@ func (s *DeviceState) endError(op string) error {
 func (s *DeviceState) Live() bool { return s.end.Load() == nil }
 
 // Lose marks the live device lost: every later Check returns err, which
-// should wrap ErrDeviceLost. It reports whether this call lost the device;
+// should wrap driver.ErrDeviceLost. It reports whether this call lost the device;
 // the first loss is the one kept, and a closed device stays closed.
 func (s *DeviceState) Lose(err error) bool {
 	return s.end.CompareAndSwap(nil, &deviceEnd{lost: err})
 }
 
 // Close marks the device closed, lost or not: every later Check returns
-// ErrClosed. It reports whether this call closed it.
+// driver.ErrClosed. It reports whether this call closed it.
 func (s *DeviceState) Close() bool {
 	closed := &deviceEnd{closed: true}
 	for {
@@ -105,11 +105,11 @@ func (s *DeviceState) CheckHostAlloc(size int) (*driver.HostBuffer, error) {
 type emptyHost struct{ freed atomic.Bool }
 
 // HostBufferState begins HostFree(b) on the device of s: the device's
-// Check, then b. It returns the bookkeeping the backend gave NewHostBuffer
+// Check, then b. It returns the bookkeeping the backend gave driver.NewHostBuffer
 // and ok; when ok is false the backend returns err, which is nil when b
 // was an empty buffer of CheckHostAlloc, freed here. nil is
-// ErrInvalidValue; a buffer of another device or backend (its state not a
-// T) and a second HostFree of an empty buffer are ErrInvalidPointer.
+// driver.ErrInvalidValue; a buffer of another device or backend (its state not a
+// T) and a second HostFree of an empty buffer are driver.ErrInvalidPointer.
 // Whether a backend's own buffer was freed already is the backend's to
 // check (HostFreedError).
 func HostBufferState[T any](s *DeviceState, b *driver.HostBuffer) (state T, ok bool, err error) {
@@ -166,9 +166,9 @@ func (s *DeviceState) RegisterOverlapError(mem []byte, base, end uintptr, what s
 
 // HostRegistrationState begins HostUnregister(b) on the device of s: the
 // device's Check, then b. It returns the bookkeeping the backend gave
-// NewHostBuffer and ok; when ok is false the backend returns err. nil is
-// ErrInvalidValue; a buffer of another device or backend, or an empty
-// HostAlloc(0) buffer (its state not a T), is ErrNotRegistered. Whether
+// driver.NewHostBuffer and ok; when ok is false the backend returns err. nil is
+// driver.ErrInvalidValue; a buffer of another device or backend, or an empty
+// HostAlloc(0) buffer (its state not a T), is driver.ErrNotRegistered. Whether
 // the state is a live registration, not one of the backend's HostAlloc
 // buffers nor one unregistered already, is the backend's to check
 // (NotRegisteredError).
@@ -210,10 +210,10 @@ func (s *DeviceState) HostFreedError(size int) error {
 
 // CheckStream begins a call (op) that takes a stream st: the device's
 // Check, then whether st is one of the device's own streams. The backend
-// resolves st first, with StreamOr (nil is the device's default stream)
+// resolves st first, with driver.StreamOr (nil is the device's default stream)
 // and a type assertion to its stream type, and passes as own whether that
 // gave a non-nil stream of this device; a stream that is not is
-// ErrInvalidValue. Whether the stream was destroyed is the backend's to
+// driver.ErrInvalidValue. Whether the stream was destroyed is the backend's to
 // check (DestroyedError).
 //
 // The resolution stays with the backend because it is on every copy's
