@@ -169,7 +169,7 @@ func TestRegisteredCloseRace(t *testing.T) {
 // the registration all the same: a second Close returns nil, as the
 // convention for Close says, and the Stager no longer copies through it.
 func TestRegisteredCloseAfterDeviceLost(t *testing.T) {
-	dev, hooks := newDevice(t)
+	dev, hooks := drivertest.OpenDevice(t, "sim", "")
 	sg := newStager(t, newAlloc(t, dev, Options{}), StagerOptions{})
 	buf := make([]byte, 1<<16)
 	r, err := sg.Register(buf)
