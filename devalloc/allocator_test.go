@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver"
 	"github.com/accelkit/accelkit/driver/drivertest"
 )
@@ -611,7 +612,7 @@ func TestExpandableUnmapsInteriorPages(t *testing.T) {
 	}
 	var unmapped bool
 	for _, e := range snap.DeviceTraces[0] {
-		unmapped = unmapped || (e.Action == ActionSegmentUnmap && e.Addr == uint64(x)+2*mib && e.Size == 6*mib)
+		unmapped = unmapped || (e.Action == memsnap.ActionSegmentUnmap && e.Addr == uint64(x)+2*mib && e.Size == 6*mib)
 	}
 	if !unmapped {
 		t.Errorf("no segment_unmap of the 6 MiB between the live blocks in the trace")

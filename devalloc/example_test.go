@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/accelkit/accelkit/devalloc"
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver"
 	_ "github.com/accelkit/accelkit/driver/sim"
 )
@@ -131,7 +132,7 @@ func ExampleSnapshot_WritePickle() {
 		panic(err)
 	}
 	fmt.Printf("protocol %d, %v\n", buf.Bytes()[1], buf.Len() > 0)
-	fmt.Println(devalloc.PicklePath("/tmp/snap.json"))
+	fmt.Println(memsnap.PicklePath("/tmp/snap.json"))
 	// Output:
 	// protocol 2, true
 	// /tmp/snap.pickle

@@ -3,6 +3,7 @@ package devalloc
 import (
 	"testing"
 
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver"
 	"github.com/accelkit/accelkit/driver/drivertest"
 )
@@ -100,7 +101,7 @@ func noFreeWholePages(t *testing.T, a *Allocator) {
 	}
 	for _, seg := range a.Snapshot().Segments {
 		for _, b := range seg.Blocks {
-			if b.State != StateInactive {
+			if b.State != memsnap.StateInactive {
 				continue
 			}
 			if first := (b.Address + a.gran - 1) / a.gran * a.gran; first+a.gran <= b.Address+b.Size {
@@ -118,7 +119,7 @@ func checkOversize(t *testing.T, a *Allocator) {
 	var n int64
 	for _, seg := range a.Snapshot().Segments {
 		for _, b := range seg.Blocks {
-			if a.maxSplit != 0 && !seg.IsExpandable && b.State == StateActiveAllocated && b.Size >= a.maxSplit {
+			if a.maxSplit != 0 && !seg.IsExpandable && b.State == memsnap.StateActiveAllocated && b.Size >= a.maxSplit {
 				n++
 			}
 		}

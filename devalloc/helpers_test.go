@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver"
 	"github.com/accelkit/accelkit/driver/sim"
 )
@@ -122,7 +123,7 @@ func (s *shadow) check(t testing.TB) {
 
 // consistent checks a snapshot against itself: blocks tile each segment
 // exactly, and block sums match the stats taken at the same instant.
-func consistent(t testing.TB, snap *Snapshot) {
+func consistent(t testing.TB, snap *memsnap.Snapshot) {
 	t.Helper()
 	var reserved, allocated, active, requested, nalloc, nseg uint64
 	type rangeKey struct {
@@ -139,14 +140,14 @@ func consistent(t testing.TB, snap *Snapshot) {
 			}
 			at += b.Size
 			switch b.State {
-			case StateActiveAllocated:
+			case memsnap.StateActiveAllocated:
 				segAlloc += b.Size
 				segActive += b.Size
 				requested += b.RequestedSize
 				nalloc++
-			case StateActivePendingFree:
+			case memsnap.StateActivePendingFree:
 				segActive += b.Size
-			case StateInactive:
+			case memsnap.StateInactive:
 			default:
 				t.Errorf("block %#x: unknown state %q", b.Address, b.State)
 			}

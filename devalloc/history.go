@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver"
 )
 
@@ -218,11 +219,11 @@ func (h *history) clearLocked() {
 	h.buf, h.next = nil, 0
 }
 
-// entries converts raw entries to TraceEntry, resolving their stacks.
-func traceEntries(raw []histEntry) []TraceEntry {
-	out := make([]TraceEntry, len(raw))
+// entries converts raw entries to memsnap.TraceEntry, resolving their stacks.
+func traceEntries(raw []histEntry) []memsnap.TraceEntry {
+	out := make([]memsnap.TraceEntry, len(raw))
 	for i, e := range raw {
-		out[i] = TraceEntry{Action: actionNames[e.act], Addr: uint64(e.addr), Size: e.size, Stream: e.stream, TimeUS: e.t,
+		out[i] = memsnap.TraceEntry{Action: actionNames[e.act], Addr: uint64(e.addr), Size: e.size, Stream: e.stream, TimeUS: e.t,
 			Frames: frames(e.pcs)}
 		if e.act == actOOM {
 			out[i].Addr, out[i].DeviceFree = 0, uint64(e.addr)
@@ -239,15 +240,15 @@ var pkgMethods = reflect.TypeFor[history]().PkgPath() + ".(*"
 // to its outermost method on the stack (the public call the user made,
 // which may sit below evpool's frames when a deferred free completes
 // during Alloc). When nothing would be left, the whole stack is kept.
-func frames(pcs []uintptr) []Frame {
+func frames(pcs []uintptr) []memsnap.Frame {
 	if len(pcs) == 0 {
 		return nil
 	}
-	var all []Frame
+	var all []memsnap.Frame
 	it := runtime.CallersFrames(pcs)
 	for {
 		f, more := it.Next()
-		all = append(all, Frame{Filename: f.File, Line: f.Line, Name: f.Function})
+		all = append(all, memsnap.Frame{Filename: f.File, Line: f.Line, Name: f.Function})
 		if !more {
 			break
 		}

@@ -8,16 +8,17 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver"
 	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // trace returns the allocator's trace, oldest first.
-func trace(a *Allocator) []TraceEntry { return a.Snapshot().DeviceTraces[a.Device().Ordinal()] }
+func trace(a *Allocator) []memsnap.TraceEntry { return a.Snapshot().DeviceTraces[a.Device().Ordinal()] }
 
 // blockFrames returns the frames of the block at p in a snapshot, and
 // whether the block was found.
-func blockFrames(a *Allocator, p driver.Ptr) ([]Frame, bool) {
+func blockFrames(a *Allocator, p driver.Ptr) ([]memsnap.Frame, bool) {
 	for _, s := range a.Snapshot().Segments {
 		for _, b := range s.Blocks {
 			if b.Address == uint64(p) {
@@ -30,7 +31,7 @@ func blockFrames(a *Allocator, p driver.Ptr) ([]Frame, bool) {
 
 // fromHere reports whether fs starts at a function of this test file's
 // callers (the allocator's own frames trimmed) named name.
-func fromHere(fs []Frame, name string) bool {
+func fromHere(fs []memsnap.Frame, name string) bool {
 	return len(fs) > 0 && strings.HasSuffix(fs[0].Name, name)
 }
 
@@ -59,7 +60,7 @@ func TestRecordHistory(t *testing.T) {
 	mustRecord(t, a, HistoryOptions{})
 	q := mustAlloc(t, a, 1000, s)
 	tr := trace(a)
-	if len(tr) != 1 || tr[0].Action != ActionAlloc || tr[0].Size != 1000 || !fromHere(tr[0].Frames, "mustAlloc") {
+	if len(tr) != 1 || tr[0].Action != memsnap.ActionAlloc || tr[0].Size != 1000 || !fromHere(tr[0].Frames, "mustAlloc") {
 		t.Fatalf("after RecordHistory({}): trace %+v, want one alloc of the requested 1000 bytes from mustAlloc", tr)
 	}
 	if fs, _ := blockFrames(a, q); !fromHere(fs, "mustAlloc") {
@@ -70,7 +71,7 @@ func TestRecordHistory(t *testing.T) {
 	}
 	mustFree(t, a, q)
 	tr = trace(a)
-	if len(tr) != 3 || tr[1].Action != ActionFreeRequested || tr[2].Action != ActionFreeCompleted ||
+	if len(tr) != 3 || tr[1].Action != memsnap.ActionFreeRequested || tr[2].Action != memsnap.ActionFreeCompleted ||
 		tr[2].Size != 1000 || !fromHere(tr[1].Frames, "mustFree") {
 		t.Fatalf("after a free with context all: %+v, want free_requested and free_completed from mustFree", tr)
 	}
@@ -103,7 +104,7 @@ func TestRecordHistory(t *testing.T) {
 		t.Errorf("context none: block keeps frames %v", fs)
 	}
 	tr = trace(a)
-	if len(tr) != 2 || tr[0].Action != ActionFreeRequested || tr[1].Action != ActionFreeCompleted {
+	if len(tr) != 2 || tr[0].Action != memsnap.ActionFreeRequested || tr[1].Action != memsnap.ActionFreeCompleted {
 		t.Errorf("MaxEntries 2: %+v, want the newest two", tr)
 	}
 	for range 3 {
@@ -111,7 +112,7 @@ func TestRecordHistory(t *testing.T) {
 		mustFree(t, a, q)
 	}
 	tr = trace(a)
-	if len(tr) != 2 || tr[0].Action != ActionFreeRequested || tr[1].Size != 2000 || tr[0].Frames != nil {
+	if len(tr) != 2 || tr[0].Action != memsnap.ActionFreeRequested || tr[1].Size != 2000 || tr[0].Frames != nil {
 		t.Errorf("full ring of 2 without stacks: %+v", tr)
 	}
 
@@ -269,7 +270,7 @@ func TestRecordHistoryStress(t *testing.T) {
 			consistent(t, snap)
 			for _, s := range snap.Segments {
 				for _, b := range s.Blocks {
-					if b.Frames != nil && b.State == StateInactive {
+					if b.Frames != nil && b.State == memsnap.StateInactive {
 						t.Fatalf("free block %#x has frames", b.Address)
 					}
 				}

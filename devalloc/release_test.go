@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver"
 	"github.com/accelkit/accelkit/driver/drivertest"
 	"github.com/accelkit/accelkit/driver/sim"
@@ -106,7 +107,7 @@ func TestReleaseBeforeGrowStreamSafe(t *testing.T) {
 				t.Fatalf("with the noted stream's work pending: %d releases, %d driver frees or unmaps; want none",
 					st.NumGrowReleases, released(sd))
 			}
-			if !hasBlockState(a.Snapshot(), uint64(p), StateActivePendingFree) {
+			if !hasBlockState(a.Snapshot(), uint64(p), memsnap.StateActivePendingFree) {
 				t.Fatal("the block is not pending free in the snapshot")
 			}
 			open()
@@ -242,7 +243,7 @@ func memsetBehindGate(t *testing.T, sd *sim.Device, s driver.Stream, p driver.Pt
 	return open
 }
 
-func hasBlockState(snap *Snapshot, addr uint64, state string) bool {
+func hasBlockState(snap *memsnap.Snapshot, addr uint64, state string) bool {
 	for _, seg := range snap.Segments {
 		for _, b := range seg.Blocks {
 			if b.Address == addr && b.State == state {

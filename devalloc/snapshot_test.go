@@ -3,16 +3,12 @@ package devalloc
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver"
 	"github.com/accelkit/accelkit/driver/drivertest"
 )
@@ -94,7 +90,7 @@ func TestSnapshotSchemaAndHistory(t *testing.T) {
 			states[b.State]++
 		}
 	}
-	if states[StateActiveAllocated] != 1 || states[StateActivePendingFree] != 1 {
+	if states[memsnap.StateActiveAllocated] != 1 || states[memsnap.StateActivePendingFree] != 1 {
 		t.Errorf("block states %v, want one allocated and one pending free", states)
 	}
 	open()
@@ -112,7 +108,7 @@ func TestSnapshotSchemaAndHistory(t *testing.T) {
 			t.Errorf("trace entry %+v lacks time or frames", e)
 		}
 	}
-	for _, want := range []string{ActionSegmentMap, ActionAlloc, ActionFreeRequested, ActionOOM} {
+	for _, want := range []string{memsnap.ActionSegmentMap, memsnap.ActionAlloc, memsnap.ActionFreeRequested, memsnap.ActionOOM} {
 		if !slices.Contains(actions, want) {
 			t.Errorf("trace lacks %q: %v", want, actions)
 		}
@@ -134,7 +130,7 @@ func TestSnapshotSchemaAndHistory(t *testing.T) {
 			t.Errorf("JSON lacks %q", k)
 		}
 	}
-	back, err := ReadSnapshot(&buf)
+	back, err := memsnap.Read(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +139,7 @@ func TestSnapshotSchemaAndHistory(t *testing.T) {
 	for _, e := range tr {
 		got[e.Action] = true
 	}
-	for _, want := range []string{ActionFreeCompleted, ActionSegmentUnmap} {
+	for _, want := range []string{memsnap.ActionFreeCompleted, memsnap.ActionSegmentUnmap} {
 		if !got[want] {
 			t.Errorf("decoded trace lacks %q", want)
 		}
@@ -178,7 +174,7 @@ func TestSnapshotOnOOM(t *testing.T) {
 		t.Fatalf("no snapshot written on OOM: %v", err)
 	}
 	defer f.Close()
-	snap, err := ReadSnapshot(f)
+	snap, err := memsnap.Read(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,111 +182,4 @@ func TestSnapshotOnOOM(t *testing.T) {
 		t.Errorf("OOM snapshot: %d segments, num_ooms %d", len(snap.Segments), snap.Stats["num_ooms"])
 	}
 	mustFree(t, a, p)
-}
-
-func FuzzReadSnapshot(f *testing.F) {
-	f.Add([]byte(`{"segments":[{"device":0,"address":4096,"total_size":2097152,"blocks":[{"address":4096,"size":512,"state":"active_allocated"}]}],"device_traces":[[{"action":"alloc","addr":4096,"size":512}]]}`))
-	f.Add([]byte(`{}`))
-	f.Add([]byte(`[`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := ReadSnapshot(bytes.NewReader(data))
-		if err != nil {
-			return
-		}
-		var buf bytes.Buffer
-		if err := s.WriteJSON(&buf); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := ReadSnapshot(&buf); err != nil {
-			t.Fatalf("re-decoding our own encoding: %v", err)
-		}
-	})
-}
-
-// TestReadSnapshotLimit: ReadSnapshotLimit reads at most one byte past
-// its limit and says which limit refused the input and how to raise it.
-func TestReadSnapshotLimit(t *testing.T) {
-	var buf bytes.Buffer
-	s := &Snapshot{Segments: []SegmentInfo{}, DeviceTraces: [][]TraceEntry{{{Action: ActionAlloc, Addr: 4096, Size: 512}}}}
-	if err := s.WriteJSON(&buf); err != nil {
-		t.Fatal(err)
-	}
-	n := int64(buf.Len())
-	for _, tc := range []struct {
-		limit int64
-		ok    bool
-	}{{n, true}, {math.MaxInt64, true}, {n - 1, false}, {1, false}} {
-		r := &countingReader{r: bytes.NewReader(buf.Bytes())}
-		got, err := ReadSnapshotLimit(r, tc.limit)
-		if tc.ok {
-			if err != nil || len(got.DeviceTraces[0]) != 1 {
-				t.Errorf("limit %d of a %d-byte snapshot: %v", tc.limit, n, err)
-			}
-			continue
-		}
-		if !errors.Is(err, driver.ErrInvalidValue) || !strings.Contains(err.Error(), fmt.Sprintf("read limit of %d bytes", tc.limit)) ||
-			!strings.Contains(err.Error(), "memviz -max-bytes") {
-			t.Errorf("limit %d of a %d-byte snapshot: err %v, want ErrInvalidValue naming the limit and how to raise it", tc.limit, n, err)
-		}
-		if r.n > tc.limit+1 {
-			t.Errorf("limit %d: read %d bytes", tc.limit, r.n)
-		}
-	}
-	for _, limit := range []int64{0, -1} {
-		if _, err := ReadSnapshotLimit(bytes.NewReader(buf.Bytes()), limit); !errors.Is(err, driver.ErrInvalidValue) {
-			t.Errorf("limit %d: err %v, want ErrInvalidValue", limit, err)
-		}
-	}
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// FuzzReadSnapshotLimit: under any limit, an input is either refused
-// with the limit's error, having been read at most one byte past it, or
-// decodes as ReadSnapshot decodes it.
-func FuzzReadSnapshotLimit(f *testing.F) {
-	good := `{"segments":[{"device":0,"address":4096,"total_size":2097152,"blocks":[{"address":4096,"size":512,"state":"active_allocated"}]}],"device_traces":[[{"action":"alloc","addr":4096,"size":512}]]}`
-	f.Add([]byte(good), uint16(len(good)))
-	f.Add([]byte(good), uint16(len(good)-1))
-	f.Add([]byte(good+"\n"), uint16(len(good)))
-	f.Add([]byte(`{"segments":[]}`+strings.Repeat(" ", 600)), uint16(20))
-	f.Add([]byte(`{"segments":["`+strings.Repeat("\xff", 64)+`"]}`), uint16(40))
-	f.Add([]byte(`[`), uint16(1))
-	f.Fuzz(func(t *testing.T, data []byte, limit uint16) {
-		lim := int64(limit) + 1
-		r := &countingReader{r: bytes.NewReader(data)}
-		s, err := ReadSnapshotLimit(r, lim)
-		if r.n > lim+1 {
-			t.Fatalf("limit %d: read %d bytes", lim, r.n)
-		}
-		if err != nil {
-			if int64(len(data)) <= lim && strings.Contains(err.Error(), "read limit") {
-				t.Fatalf("a %d-byte input refused under a limit of %d: %v", len(data), lim, err)
-			}
-			return
-		}
-		want, err := ReadSnapshot(bytes.NewReader(data))
-		if err != nil {
-			t.Fatalf("decodes under limit %d but not under ReadSnapshot's: %v", lim, err)
-		}
-		var a, b bytes.Buffer
-		if err := s.WriteJSON(&a); err != nil {
-			t.Fatal(err)
-		}
-		if err := want.WriteJSON(&b); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(a.Bytes(), b.Bytes()) {
-			t.Fatalf("limit %d decodes differently:\n%s\n%s", lim, a.Bytes(), b.Bytes())
-		}
-	})
 }

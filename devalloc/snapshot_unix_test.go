@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver/drivertest"
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 )
 
 // SIGUSR1 and kill exist on unix only; NotifySnapshotOnSignal itself takes
@@ -33,7 +34,7 @@ func TestSnapshotOnSignal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := ReadSnapshot(bytes.NewReader(data))
+	snap, err := memsnap.Read(bytes.NewReader(data))
 	if err != nil || len(snap.Segments) != 1 {
 		t.Errorf("signal snapshot: %v, %+v", err, snap)
 	}

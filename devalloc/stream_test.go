@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver"
 	"github.com/accelkit/accelkit/driver/drivertest"
 	"github.com/accelkit/accelkit/evpool"
@@ -62,8 +63,8 @@ func TestRecordStreamDefersReuse(t *testing.T) {
 	mustFree(t, a, p)
 	snap := a.Snapshot()
 	consistent(t, snap)
-	if got := stateOf(snap, p); got != StateActivePendingFree {
-		t.Errorf("freed block state %q, want %q", got, StateActivePendingFree)
+	if got := stateOf(snap, p); got != memsnap.StateActivePendingFree {
+		t.Errorf("freed block state %q, want %q", got, memsnap.StateActivePendingFree)
 	}
 	q := mustAlloc(t, a, 64*kib, owner)
 	if q == p {
@@ -182,8 +183,8 @@ func TestCrossStreamReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustFree(t, a, q)
-	if got := stateOf(a.Snapshot(), q); got != StateActivePendingFree {
-		t.Errorf("block freed by the taker: state %q, want %q", got, StateActivePendingFree)
+	if got := stateOf(a.Snapshot(), q); got != memsnap.StateActivePendingFree {
+		t.Errorf("block freed by the taker: state %q, want %q", got, memsnap.StateActivePendingFree)
 	}
 	open2()
 	if err := a.Drain(); err != nil {
@@ -196,7 +197,7 @@ func TestCrossStreamReuse(t *testing.T) {
 	}
 }
 
-func stateOf(snap *Snapshot, p driver.Ptr) string {
+func stateOf(snap *memsnap.Snapshot, p driver.Ptr) string {
 	for _, seg := range snap.Segments {
 		for _, b := range seg.Blocks {
 			if b.Address == uint64(p) {
@@ -252,8 +253,8 @@ func TestFreeWhenNoEventCanBeRecorded(t *testing.T) {
 			t.Errorf("a Free that released nothing changed the counts: active %d -> %d", before.Active.All().Current, after.Active.All().Current)
 		}
 		snap := a.Snapshot()
-		if got := stateOf(snap, p); got != StateActiveAllocated {
-			t.Errorf("block state %q after a refused Free, want %q", got, StateActiveAllocated)
+		if got := stateOf(snap, p); got != memsnap.StateActiveAllocated {
+			t.Errorf("block state %q after a refused Free, want %q", got, memsnap.StateActiveAllocated)
 		}
 		if err := a.RecordStream(p, user); err != nil {
 			t.Errorf("RecordStream on the handed-back block: %v (it must still be live)", err)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver"
 	"github.com/accelkit/accelkit/driver/drivertest"
 )
@@ -33,7 +34,7 @@ func (s replaySeg) end() uint64 { return s.addr + s.size }
 // segment_alloc's segment exists with its size, a range cut out holds no
 // live block, and a block freed or allocated is the block the replay has
 // there. It returns the problems, at most 20.
-func replayTrace(snap *Snapshot, dev int) []string {
+func replayTrace(snap *memsnap.Snapshot, dev int) []string {
 	var probs []string
 	report := func(format string, args ...any) {
 		if len(probs) < 20 {
@@ -48,7 +49,7 @@ func replayTrace(snap *Snapshot, dev int) []string {
 		}
 		segs = append(segs, replaySeg{s.Address, s.TotalSize, s.Stream})
 		for _, b := range s.Blocks {
-			if b.State == StateActiveAllocated || b.State == StateActivePendingFree {
+			if b.State == memsnap.StateActiveAllocated || b.State == memsnap.StateActivePendingFree {
 				blocks[b.Address] = b.RequestedSize
 			}
 		}
@@ -82,16 +83,16 @@ func replayTrace(snap *Snapshot, dev int) []string {
 	for i := len(tr) - 1; i >= 0; i-- {
 		e := tr[i]
 		switch e.Action {
-		case ActionAlloc:
+		case memsnap.ActionAlloc:
 			if _, ok := blocks[e.Addr]; !ok {
 				report("event %d: alloc at %#x: no live block there after it", i, e.Addr)
 			}
 			delete(blocks, e.Addr)
-		case ActionFreeRequested:
+		case memsnap.ActionFreeRequested:
 			if _, ok := blocks[e.Addr]; !ok {
 				report("event %d: free_requested at %#x: no block there (the viewer throws)", i, e.Addr)
 			}
-		case ActionFreeCompleted:
+		case memsnap.ActionFreeCompleted:
 			if _, ok := blocks[e.Addr]; ok {
 				report("event %d: free_completed at %#x: a live block is there after it", i, e.Addr)
 			}
@@ -99,7 +100,7 @@ func replayTrace(snap *Snapshot, dev int) []string {
 				report("event %d: free_completed of %d bytes at %#x: no segment holds the block before it", i, e.Size, e.Addr)
 			}
 			blocks[e.Addr] = e.Size
-		case ActionSegmentAlloc:
+		case memsnap.ActionSegmentAlloc:
 			j := slices.IndexFunc(segs, func(s replaySeg) bool { return s.addr == e.Addr })
 			if j < 0 || segs[j].size != e.Size {
 				report("event %d: segment_alloc of %d bytes at %#x: no such segment after it", i, e.Size, e.Addr)
@@ -111,13 +112,13 @@ func replayTrace(snap *Snapshot, dev int) []string {
 				report("event %d: segment_alloc at %#x: block %#x is live before the segment exists", i, e.Addr, b)
 			}
 			segs = slices.Delete(segs, j, j+1)
-		case ActionSegmentFree:
+		case memsnap.ActionSegmentFree:
 			if overlaps(e.Addr, e.Size) {
 				report("event %d: segment_free of %d bytes at %#x: memory still held by a segment after it", i, e.Size, e.Addr)
 			}
 			j, _ := slices.BinarySearchFunc(segs, e.Addr, func(s replaySeg, a uint64) int { return cmpU64(s.addr, a) })
 			segs = slices.Insert(segs, j, replaySeg{e.Addr, e.Size, e.Stream})
-		case ActionSegmentMap:
+		case memsnap.ActionSegmentMap:
 			j := holding(e.Addr, e.Size)
 			if j < 0 {
 				report("event %d: segment_map of %d bytes at %#x: no segment holds that range after it (the viewer throws)", i, e.Size, e.Addr)
@@ -138,7 +139,7 @@ func replayTrace(snap *Snapshot, dev int) []string {
 				segs[j].size = e.Addr - s.addr
 				segs = slices.Insert(segs, j+1, replaySeg{e.Addr + e.Size, s.end() - e.Addr - e.Size, s.stream})
 			}
-		case ActionSegmentUnmap:
+		case memsnap.ActionSegmentUnmap:
 			if overlaps(e.Addr, e.Size) {
 				report("event %d: segment_unmap of %d bytes at %#x: memory still mapped after it", i, e.Size, e.Addr)
 			}
@@ -172,7 +173,7 @@ func cmpU64(x, y uint64) int {
 // release every 40 operations, so that pages are mapped next to free
 // blocks, between live ones, and unmapped again; it returns the
 // allocator's snapshot with everything still live.
-func traceWorkload(t testing.TB, conf string, seed uint64, ops int) *Snapshot {
+func traceWorkload(t testing.TB, conf string, seed uint64, ops int) *memsnap.Snapshot {
 	t.Helper()
 	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=256MiB")
 	ss := streams(t, dev, 3)
@@ -234,11 +235,11 @@ func TestTraceReplaysOntoSegments(t *testing.T) {
 				for _, e := range tr {
 					counts[e.Action]++
 				}
-				mapping := []string{ActionSegmentAlloc, ActionSegmentFree}
+				mapping := []string{memsnap.ActionSegmentAlloc, memsnap.ActionSegmentFree}
 				if snap.Device.ExpandableInUse {
-					mapping = []string{ActionSegmentMap, ActionSegmentUnmap}
+					mapping = []string{memsnap.ActionSegmentMap, memsnap.ActionSegmentUnmap}
 				}
-				for _, act := range append(mapping, ActionAlloc, ActionFreeCompleted) {
+				for _, act := range append(mapping, memsnap.ActionAlloc, memsnap.ActionFreeCompleted) {
 					if counts[act] == 0 {
 						t.Fatalf("the workload recorded no %s entry (%v): it tests nothing", act, counts)
 					}
@@ -254,16 +255,16 @@ func TestTraceReplaysOntoSegments(t *testing.T) {
 // segmentSums checks each segment's sizes against its blocks as PyTorch's
 // snapshot computes them: allocated_size sums allocated blocks;
 // active_size and requested_size sum active ones, pending frees included.
-func segmentSums(t testing.TB, snap *Snapshot) {
+func segmentSums(t testing.TB, snap *memsnap.Snapshot) {
 	t.Helper()
 	for _, s := range snap.Segments {
 		var alloc, active, req uint64
 		for _, b := range s.Blocks {
 			switch b.State {
-			case StateActiveAllocated:
+			case memsnap.StateActiveAllocated:
 				alloc += b.Size
 				fallthrough
-			case StateActivePendingFree:
+			case memsnap.StateActivePendingFree:
 				active += b.Size
 				req += b.RequestedSize
 			}
@@ -295,7 +296,7 @@ func TestSnapshotRequestedSizeCountsPendingFree(t *testing.T) {
 			var pending int
 			for _, s := range snap.Segments {
 				for _, b := range s.Blocks {
-					if b.State == StateActivePendingFree {
+					if b.State == memsnap.StateActivePendingFree {
 						pending++
 						if b.RequestedSize != 3*mib+5 {
 							t.Errorf("pending block requested_size %d, want %d", b.RequestedSize, 3*mib+5)

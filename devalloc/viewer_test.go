@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver"
 	"github.com/accelkit/accelkit/driver/drivertest"
 )
@@ -131,7 +132,7 @@ type viewerDevice struct {
 // runViewer writes snap's pickle and runs the harness over it. It returns
 // the harness's exit status (0 or 1), its report on the file and its
 // summary; any other outcome fails the test.
-func runViewer(t *testing.T, node, viz string, snap *Snapshot) (int, []viewerDevice, string) {
+func runViewer(t *testing.T, node, viz string, snap *memsnap.Snapshot) (int, []viewerDevice, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "snap.pickle")
 	var buf bytes.Buffer
@@ -174,12 +175,12 @@ func runViewer(t *testing.T, node, viz string, snap *Snapshot) (int, []viewerDev
 // for a free_completed it folds into the free_requested just before it
 // (annotate_snapshot shows the pair as one "free" event), and the number
 // of events the viewer shows.
-func viewerIndexes(tr []TraceEntry) ([]int, int) {
+func viewerIndexes(tr []memsnap.TraceEntry) ([]int, int) {
 	idx := make([]int, len(tr))
 	n := 0
 	lastAction, lastAddr := "", uint64(0)
 	for i, e := range tr {
-		if e.Action == ActionFreeCompleted && lastAction == ActionFreeRequested && lastAddr == e.Addr {
+		if e.Action == memsnap.ActionFreeCompleted && lastAction == memsnap.ActionFreeRequested && lastAddr == e.Addr {
 			idx[i] = -1
 			lastAction = "free"
 			continue
@@ -195,11 +196,11 @@ func viewerIndexes(tr []TraceEntry) ([]int, int) {
 // device of snap and that at the newest index it shows the snapshot's own
 // reserved and allocated bytes (the sizes of the segments, the requested
 // sizes of the active blocks).
-func checkViewerDrew(t *testing.T, snap *Snapshot, devs []viewerDevice, summary string) {
+func checkViewerDrew(t *testing.T, snap *memsnap.Snapshot, devs []viewerDevice, summary string) {
 	t.Helper()
 	var want []int
 	for d, tr := range snap.DeviceTraces {
-		if len(tr) > 0 || slices.ContainsFunc(snap.Segments, func(s SegmentInfo) bool { return s.Device == d }) {
+		if len(tr) > 0 || slices.ContainsFunc(snap.Segments, func(s memsnap.SegmentInfo) bool { return s.Device == d }) {
 			want = append(want, d)
 		}
 	}
@@ -224,7 +225,7 @@ func checkViewerDrew(t *testing.T, snap *Snapshot, devs []viewerDevice, summary 
 			}
 			reserved += s.TotalSize
 			for _, b := range s.Blocks {
-				if b.State == StateActiveAllocated || b.State == StateActivePendingFree {
+				if b.State == memsnap.StateActiveAllocated || b.State == memsnap.StateActivePendingFree {
 					allocated += b.RequestedSize
 				}
 			}
@@ -240,7 +241,7 @@ func checkViewerDrew(t *testing.T, snap *Snapshot, devs []viewerDevice, summary 
 // two-device sim with block stacks recorded, so the viewer reads a
 // snapshot whose trace list starts with device 0's empty one, and builds
 // tooltips from real frames.
-func device1Workload(t *testing.T) *Snapshot {
+func device1Workload(t *testing.T) *memsnap.Snapshot {
 	t.Helper()
 	dev, err := drivertest.OpenDriver(t, "sim", "devices=2,capacity=256MiB").Device(1)
 	if err != nil {
@@ -288,25 +289,25 @@ func TestViewerSegmentView(t *testing.T) {
 	t.Logf("viewer: %s", viz)
 	for _, c := range []struct {
 		name string
-		snap func(t *testing.T) *Snapshot
+		snap func(t *testing.T) *memsnap.Snapshot
 		act  string // an action the trace must hold, or the case tests nothing
 	}{
-		{"expandable", func(t *testing.T) *Snapshot {
+		{"expandable", func(t *testing.T) *memsnap.Snapshot {
 			return traceWorkload(t, "expandable_segments:true,history_entries:100000", 0, 400)
-		}, ActionSegmentMap},
+		}, memsnap.ActionSegmentMap},
 		// The ring wraps: the trace starts mid-history, with blocks and
 		// pages the viewer never sees allocated.
-		{"expandable-wrapped", func(t *testing.T) *Snapshot {
+		{"expandable-wrapped", func(t *testing.T) *memsnap.Snapshot {
 			return traceWorkload(t, "expandable_segments:true,history_entries:300", 1, 400)
-		}, ActionSegmentUnmap},
-		{"plain", func(t *testing.T) *Snapshot {
+		}, memsnap.ActionSegmentUnmap},
+		{"plain", func(t *testing.T) *memsnap.Snapshot {
 			return traceWorkload(t, "history_entries:100000", 2, 400)
-		}, ActionSegmentFree},
-		{"expandable-device1-stacks", device1Workload, ActionSegmentUnmap},
+		}, memsnap.ActionSegmentFree},
+		{"expandable-device1-stacks", device1Workload, memsnap.ActionSegmentUnmap},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			snap := c.snap(t)
-			if !slices.ContainsFunc(snap.DeviceTraces[len(snap.DeviceTraces)-1], func(e TraceEntry) bool { return e.Action == c.act }) {
+			if !slices.ContainsFunc(snap.DeviceTraces[len(snap.DeviceTraces)-1], func(e memsnap.TraceEntry) bool { return e.Action == c.act }) {
 				t.Fatalf("the workload recorded no %s entry: it tests nothing", c.act)
 			}
 			code, devs, summary := runViewer(t, node, viz, snap)
@@ -326,7 +327,7 @@ func TestViewerSegmentView(t *testing.T) {
 		idx, _ := viewerIndexes(tr)
 		var maps []int
 		for i, e := range tr {
-			if e.Action == ActionSegmentMap && idx[i] > 0 {
+			if e.Action == memsnap.ActionSegmentMap && idx[i] > 0 {
 				maps = append(maps, i)
 			}
 		}

@@ -1,4 +1,4 @@
-// Package memviz renders a devalloc.Snapshot as one self-contained HTML
+// Package memviz renders a memsnap.Snapshot as one self-contained HTML
 // page with inline SVG: a segment map (one bar per segment, blocks sized by
 // bytes and coloured by state) and a memory-over-time chart built from the
 // snapshot's trace (allocated and reserved bytes over the entries'
@@ -12,7 +12,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/accelkit/accelkit/devalloc"
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 )
 
 // Layout constants: wide enough to see 512 B blocks in a 2 MiB segment at
@@ -24,13 +24,13 @@ const (
 )
 
 var stateColour = map[string]string{
-	devalloc.StateActiveAllocated:   "#d9534f",
-	devalloc.StateActivePendingFree: "#f0ad4e",
-	devalloc.StateInactive:          "#5cb85c",
+	memsnap.StateActiveAllocated:   "#d9534f",
+	memsnap.StateActivePendingFree: "#f0ad4e",
+	memsnap.StateInactive:          "#5cb85c",
 }
 
 // Render writes the HTML page for snap to w.
-func Render(w io.Writer, snap *devalloc.Snapshot) error {
+func Render(w io.Writer, snap *memsnap.Snapshot) error {
 	var b strings.Builder
 	b.WriteString("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>devalloc memory snapshot</title>\n")
 	b.WriteString("<style>body{font-family:sans-serif;margin:1em}svg{border:1px solid #ccc}</style></head><body>\n")
@@ -46,7 +46,7 @@ func Render(w io.Writer, snap *devalloc.Snapshot) error {
 	return err
 }
 
-func segmentMap(b *strings.Builder, snap *devalloc.Snapshot) {
+func segmentMap(b *strings.Builder, snap *memsnap.Snapshot) {
 	h := max(1, len(snap.Segments)) * (barHeight + 4)
 	fmt.Fprintf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\">\n", width, h)
 	for i, seg := range snap.Segments {
@@ -79,20 +79,20 @@ const (
 // as step lines (each event changes memory at its instant), with the time
 // span and the peak on the axes and a legend. Entries recorded within the
 // same microsecond stack vertically.
-func timeline(b *strings.Builder, snap *devalloc.Snapshot) {
+func timeline(b *strings.Builder, snap *memsnap.Snapshot) {
 	type point struct{ t, allocated, reserved int64 }
 	var pts []point
 	var cur, res int64
 	for _, tr := range snap.DeviceTraces {
 		for _, e := range tr {
 			switch e.Action {
-			case devalloc.ActionAlloc:
+			case memsnap.ActionAlloc:
 				cur += int64(e.Size)
-			case devalloc.ActionFreeCompleted:
+			case memsnap.ActionFreeCompleted:
 				cur -= int64(e.Size)
-			case devalloc.ActionSegmentAlloc, devalloc.ActionSegmentMap:
+			case memsnap.ActionSegmentAlloc, memsnap.ActionSegmentMap:
 				res += int64(e.Size)
-			case devalloc.ActionSegmentFree, devalloc.ActionSegmentUnmap:
+			case memsnap.ActionSegmentFree, memsnap.ActionSegmentUnmap:
 				res -= int64(e.Size)
 			}
 			pts = append(pts, point{e.TimeUS, cur, res})

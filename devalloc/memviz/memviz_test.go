@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/devalloc"
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver/sim"
 )
 
@@ -61,10 +62,10 @@ func TestRender(t *testing.T) {
 // not event order: three events at 0, 100 and 1000 us land at 0, 10% and
 // 100% of the plot width, and the labels give the span and the peak.
 func TestTimelineUsesTime(t *testing.T) {
-	snap := &devalloc.Snapshot{DeviceTraces: [][]devalloc.TraceEntry{{
-		{Action: devalloc.ActionSegmentAlloc, Size: 2 << 20, TimeUS: 5000},
-		{Action: devalloc.ActionAlloc, Size: 1 << 20, TimeUS: 5100},
-		{Action: devalloc.ActionFreeCompleted, Size: 1 << 20, TimeUS: 6000},
+	snap := &memsnap.Snapshot{DeviceTraces: [][]memsnap.TraceEntry{{
+		{Action: memsnap.ActionSegmentAlloc, Size: 2 << 20, TimeUS: 5000},
+		{Action: memsnap.ActionAlloc, Size: 1 << 20, TimeUS: 5100},
+		{Action: memsnap.ActionFreeCompleted, Size: 1 << 20, TimeUS: 6000},
 	}}}
 	var b strings.Builder
 	timeline(&b, snap)

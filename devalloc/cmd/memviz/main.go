@@ -12,7 +12,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/accelkit/accelkit/devalloc"
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/devalloc/memviz"
 )
 
@@ -35,7 +35,7 @@ python -m torch.cuda._memory_viz; for JSON files written before
 WriteSnapshot wrote the pickle beside them.
 
 -max-bytes N reads a snapshot of up to N bytes (default 1073741824,
-1 GiB: devalloc.DefaultSnapshotReadLimit); a longer file is refused.
+1 GiB: memsnap.DefaultReadLimit); a longer file is refused.
 Decoding takes several times the file's size in memory.
 
 Exit status: 0 on success (and for -h), 1 when the snapshot cannot be read
@@ -48,7 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("memviz", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors and usage are printed below
 	pickle := fs.Bool("pickle", false, "write PyTorch's pickle form instead of the page")
-	maxBytes := fs.Int64("max-bytes", devalloc.DefaultSnapshotReadLimit, "read a snapshot of up to this many bytes")
+	maxBytes := fs.Int64("max-bytes", memsnap.DefaultReadLimit, "read a snapshot of up to this many bytes")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, usage)
@@ -72,7 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer f.Close()
-	snap, err := devalloc.ReadSnapshotLimit(f, *maxBytes)
+	snap, err := memsnap.ReadLimit(f, *maxBytes)
 	if err != nil {
 		fmt.Fprintf(stderr, "memviz: %s: %v (want a snapshot JSON file written by devalloc's Allocator.WriteSnapshot)\n", path, err)
 		return 1

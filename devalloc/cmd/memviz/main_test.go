@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/devalloc"
+	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver/sim"
 )
 
@@ -92,7 +93,7 @@ func TestRun(t *testing.T) {
 // wrote beside the JSON.
 func TestRunPickle(t *testing.T) {
 	path := writeSnapshot(t, t.TempDir())
-	want, err := os.ReadFile(devalloc.PicklePath(path))
+	want, err := os.ReadFile(memsnap.PicklePath(path))
 	if err != nil {
 		t.Fatal(err)
 	}

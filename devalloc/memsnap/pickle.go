@@ -1,4 +1,4 @@
-package devalloc
+package memsnap
 
 // The snapshot in PyTorch's pickle form: the file
 // torch.cuda.memory._dump_snapshot writes, which torch.cuda._memory_viz

@@ -1,6 +1,6 @@
 //go:build !windows
 
-package devalloc
+package memsnap
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package devalloc
+package memsnap
 
 import (
 	"bufio"
