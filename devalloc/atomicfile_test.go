@@ -1,13 +1,16 @@
 package devalloc
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
-	"github.com/accelkit/accelkit/driver/drivertest"
+	"github.com/accelkit/accelkit/atomicfile"
 	"github.com/accelkit/accelkit/devalloc/memsnap"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // dirNames lists dir.
@@ -77,10 +80,10 @@ func TestWriteSnapshotFailureLeavesOld(t *testing.T) {
 	}
 }
 
-// TestWriteSnapshotReplacesSymlink checks that a symlink at the
-// destination is replaced by the snapshot, and what it pointed to is not
-// written through.
-func TestWriteSnapshotReplacesSymlink(t *testing.T) {
+// TestWriteSnapshotRefusesSymlink: a symlink at the destination is the
+// user's: it is neither written through nor replaced, and the error names
+// it (atomicfile's policy; before, the link was replaced by the snapshot).
+func TestWriteSnapshotRefusesSymlink(t *testing.T) {
 	a := snapshotAlloc(t)
 	dir := t.TempDir()
 	target := filepath.Join(t.TempDir(), "precious")
@@ -91,15 +94,18 @@ func TestWriteSnapshotReplacesSymlink(t *testing.T) {
 	if err := os.Symlink(target, path); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.WriteSnapshot(path); err != nil {
-		t.Fatal(err)
+	err := a.WriteSnapshot(path)
+	if !errors.Is(err, atomicfile.ErrNotRegular) || !strings.Contains(err.Error(), "snap.json") {
+		t.Fatalf("WriteSnapshot over a symlink = %v, want atomicfile.ErrNotRegular naming the path", err)
 	}
 	if got, _ := os.ReadFile(target); string(got) != "not yours" {
 		t.Errorf("the symlink's target was written: %.40q", got)
 	}
-	fi, err := os.Lstat(path)
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
-		t.Errorf("destination: %v, %v; want a regular 0600 file", fi.Mode(), err)
+	if got, err := os.Readlink(path); err != nil || got != target {
+		t.Errorf("the symlink is now %q, %v; want it untouched", got, err)
+	}
+	if names := dirNames(t, dir); !slices.Equal(names, []string{"snap.json"}) {
+		t.Errorf("directory holds %q, want only the link", names)
 	}
 }
 

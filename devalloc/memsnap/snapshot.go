@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/accelkit/accelkit/atomicfile"
 	"github.com/accelkit/accelkit/driver"
 )
 
@@ -204,23 +205,24 @@ func PicklePath(path string) string {
 // WriteFiles writes the snapshot twice: as JSON to path, and in
 // PyTorch's pickle form (WritePickle) to PicklePath(path), which
 // torch.cuda._memory_viz and https://pytorch.org/memory_viz open. Each
-// file is written atomically: through a temporary file in the same
-// directory, fsynced and renamed into place, then the directory is
-// synced. A symlink at a path is replaced, never written through; a file
-// being replaced keeps its permissions, a new one is 0600 (snapshots may
-// hold stack traces). When a write fails, its path is untouched and no
-// temporary file is left; the JSON is written first, and a failure of
-// either is returned. A path whose extension is ".pickle" is refused: the
+// file is written by atomicfile's policy: through a temporary file in the
+// same directory, fsynced and renamed into place, then the directory is
+// synced. A file being replaced keeps its permissions, a new one is 0600
+// (snapshots may hold stack traces); a symbolic link or anything else but
+// a regular file at a path is refused (atomicfile.ErrNotRegular), neither
+// written through nor replaced. When a write fails, its path is untouched
+// and no temporary file is left; the JSON is written first, and a failure
+// of either is returned. A path whose extension is ".pickle" is refused: the
 // two files would have one name.
 func (s *Snapshot) WriteFiles(path string) error {
 	pp := PicklePath(path)
 	if pp == path {
 		return fmt.Errorf("memsnap: write snapshot %q: the path names the pickle file; give the JSON path (for example snapshot.json, which writes snapshot.pickle beside it): %w", path, driver.ErrInvalidValue)
 	}
-	if err := writeFileAtomic(path, 0o600, s.WriteJSON); err != nil {
+	if err := atomicfile.WriteFile(path, 0o600, s.WriteJSON); err != nil {
 		return fmt.Errorf("memsnap: write snapshot: %w", err)
 	}
-	if err := writeFileAtomic(pp, 0o600, s.WritePickle); err != nil {
+	if err := atomicfile.WriteFile(pp, 0o600, s.WritePickle); err != nil {
 		return fmt.Errorf("memsnap: write snapshot pickle: %w", err)
 	}
 	return nil
