@@ -7,16 +7,20 @@ import (
 	"io"
 	"os"
 	"path"
+
+	"github.com/accelkit/accelkit/atomicfile"
 )
 
 // outDir is the -out directory. Every file accbench writes there goes
 // through it: opened as an os.Root, so that no path (a symlinked traces/
-// or peers/, say) leads a write out of the directory, and written
-// atomically, so that a reader or a crash sees the old file or the new
-// one, never a part: each file is written to a temporary file, fsynced,
-// renamed over its name (replacing a symlink there, never writing through
-// it), and its directory synced where the system allows. On a failure the
-// destination is untouched and the temporary file removed.
+// or peers/, say) leads a write out of the directory, and written by the
+// atomicfile module's policy, so that a reader or a crash sees the old
+// file or the new one, never a part: each file is written to a temporary
+// file beside it, fsynced, renamed over its name and its directory synced
+// (where the system allows); an existing file keeps its mode; a symlink
+// or anything but a regular file at a name is refused, neither written
+// through nor replaced. On a failure the destination is untouched and the
+// temporary file removed.
 type outDir struct {
 	root *os.Root
 	path string
@@ -28,14 +32,6 @@ type outFile struct {
 	name  string
 	perm  os.FileMode
 	write func(io.Writer) error
-}
-
-// pendingOut is a temporary file that replaces its destination on commit
-// (outdir_unix.go, outdir_windows.go).
-type pendingOut interface {
-	io.Writer
-	commit() error // fsync, rename over the destination
-	cleanup()      // close and remove, unless committed
 }
 
 // wrapWriter is a seam for tests: it wraps each temporary file's writer,
@@ -67,14 +63,14 @@ func (o *outDir) mkdir(name string) error {
 // temporary file first, and only when every one has been written are they
 // renamed into place, so a failure while writing changes none of them.
 func (o *outDir) writeFiles(files ...outFile) error {
-	pending := make([]pendingOut, 0, len(files))
+	pending := make([]*atomicfile.File, 0, len(files))
 	defer func() {
 		for _, p := range pending {
-			p.cleanup()
+			_ = p.Cleanup() // a no-op once committed; the caller is failing otherwise
 		}
 	}()
 	for _, f := range files {
-		p, err := o.newPending(f.name, f.perm)
+		p, err := atomicfile.CreateIn(o.root, f.name, f.perm)
 		if err != nil {
 			return fmt.Errorf("write %s: %w", path.Join(o.path, f.name), err)
 		}
@@ -89,17 +85,9 @@ func (o *outDir) writeFiles(files ...outFile) error {
 		}
 	}
 	var errs []error
-	dirs := map[string]bool{}
 	for i, p := range pending {
-		if err := p.commit(); err != nil {
+		if err := p.Commit(); err != nil {
 			errs = append(errs, fmt.Errorf("write %s: %w", path.Join(o.path, files[i].name), err))
-			continue
-		}
-		dirs[path.Dir(files[i].name)] = true
-	}
-	for dir := range dirs {
-		if err := o.syncDir(dir); err != nil {
-			errs = append(errs, fmt.Errorf("%s: written, but syncing the directory failed, so a crash may lose it: %w", path.Join(o.path, dir), err))
 		}
 	}
 	return errors.Join(errs...)

@@ -117,7 +117,8 @@ func TestWriteOutputsFailureLeavesOld(t *testing.T) {
 }
 
 // TestOutputsNeverWriteThroughSymlinks: a symlink at results.json is
-// replaced, not written through, and a traces/ that is a symlink out of
+// refused, neither written through nor replaced (atomicfile's policy;
+// before, the link was replaced), and a traces/ that is a symlink out of
 // -out is refused rather than followed.
 func TestOutputsNeverWriteThroughSymlinks(t *testing.T) {
 	dir := t.TempDir()
@@ -126,22 +127,34 @@ func TestOutputsNeverWriteThroughSymlinks(t *testing.T) {
 	if err := os.WriteFile(precious, []byte("not yours"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(precious, filepath.Join(dir, "results.json")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(outside, filepath.Join(dir, "traces")); err != nil {
+	link := filepath.Join(dir, "results.json")
+	if err := os.Symlink(precious, link); err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	code := Main([]string{"-quick", "-driver", "sim", "-suite", "replay", "-out", dir}, &stdout, &stderr, Extra{})
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr.String())
+	code := run([]string{"-driver", "sim", "-out", dir}, &stdout, &stderr, Extra{}, []Suite{bigSuite()})
+	if code != 1 || !strings.Contains(stderr.String(), "results.json") || !strings.Contains(stderr.String(), "symbolic link") {
+		t.Errorf("exit %d, stderr %q: want 1 and the link named", code, stderr.String())
 	}
 	if got, _ := os.ReadFile(precious); string(got) != "not yours" {
 		t.Errorf("the file results.json linked to was written: %.40q", got)
 	}
-	if fi, err := os.Lstat(filepath.Join(dir, "results.json")); err != nil || !fi.Mode().IsRegular() {
-		t.Errorf("results.json is not a regular file now: %v", err)
+	if got, err := os.Readlink(link); err != nil || got != precious {
+		t.Errorf("results.json is now %q, %v; want the link untouched", got, err)
+	}
+	if names := dirNames(t, dir); !slices.Equal(names, []string{"results.json"}) {
+		t.Errorf("-out holds %q, want only the link (report.html is renamed only with results.json)", names)
+	}
+
+	dir = t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dir, "traces")); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	code = Main([]string{"-quick", "-driver", "sim", "-suite", "replay", "-out", dir}, &stdout, &stderr, Extra{})
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
 	}
 	if names := dirNames(t, outside); !slices.Equal(names, []string{"precious.json"}) {
 		t.Errorf("the directory traces/ linked to now holds %q", names)
