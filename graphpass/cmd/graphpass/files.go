@@ -84,19 +84,19 @@ func readBounded(r io.Reader, size int64, limit int) ([]byte, error) {
 // what os.WriteFile was given before outputs were written atomically.
 const newFilePerm fs.FileMode = 0o644
 
-// outputPerm checks that -out is a regular file or does not exist, and
-// returns the permission bits the replacement gets: the existing file's,
-// or newFilePerm (less the umask) with exists false. A symbolic link is
-// refused, not replaced (the user's link would silently become a file) nor
-// written through (into a file graphpass did not name); a directory,
-// device, FIFO or socket cannot be replaced by renaming a file over it.
-func outputPerm(path string) (perm fs.FileMode, exists bool, err error) {
+// checkOutput checks, before the work, that -out is a regular file or
+// does not exist, as atomicfile will when writing it, with messages that
+// name -out. A symbolic link is refused, not replaced (the user's link
+// would silently become a file) nor written through (into a file
+// graphpass did not name); a directory, device, FIFO or socket cannot be
+// replaced by renaming a file over it.
+func checkOutput(path string) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return newFilePerm, false, nil
+		return nil
 	}
 	if err != nil {
-		return 0, false, err
+		return err
 	}
 	m := fi.Mode()
 	if m&fs.ModeSymlink != 0 {
@@ -104,12 +104,12 @@ func outputPerm(path string) (perm fs.FileMode, exists bool, err error) {
 		if err != nil {
 			target = "?"
 		}
-		return 0, false, fmt.Errorf("-out %s is a symbolic link (to %s); graphpass replaces its output and neither replaces a link nor writes through it: give the path of the file itself", path, target)
+		return fmt.Errorf("-out %s is a symbolic link (to %s); graphpass replaces its output and neither replaces a link nor writes through it: give the path of the file itself", path, target)
 	}
 	if !m.IsRegular() {
-		return 0, false, fmt.Errorf("-out %s is %s; graphpass writes a regular file by renaming a new one over -out: give a file path", path, kind(m))
+		return fmt.Errorf("-out %s is %s; graphpass writes a regular file by renaming a new one over -out: give a file path", path, kind(m))
 	}
-	return m.Perm(), true, nil
+	return nil
 }
 
 // kind describes a file mode for error messages.

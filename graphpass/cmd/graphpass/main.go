@@ -156,7 +156,7 @@ func (c cli) do(o options) error {
 	}
 	if !o.dump {
 		// Refuse an unusable -out before the work, not after it.
-		if _, _, err := outputPerm(o.out); err != nil {
+		if err := checkOutput(o.out); err != nil {
 			return pathError("-out", o.out, err)
 		}
 		dir := filepath.Dir(o.out)
