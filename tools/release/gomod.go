@@ -65,32 +65,3 @@ func SetRequire(repo, module, dep, version string) (bool, error) {
 	}
 	return false, nil
 }
-
-// writeFileAtomic replaces path with data: a temporary file in the same
-// directory, written, synced and renamed over path, so a failure or a crash
-// leaves the old go.mod whole, never a truncated one.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
-}
