@@ -12,6 +12,7 @@ require (
 require google.golang.org/protobuf v1.36.12 // indirect
 
 require (
+	github.com/accelkit/accelkit/atomicfile v0.1.0 // indirect
 	github.com/accelkit/accelkit/devalloc v0.1.0 // indirect
 	github.com/accelkit/accelkit/evpool v0.1.0 // indirect
 	github.com/accelkit/accelkit/graphpass v0.1.0 // indirect
