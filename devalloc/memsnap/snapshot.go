@@ -6,8 +6,8 @@
 // devalloc fills a Snapshot (Allocator.Snapshot), memviz reads one, and
 // anything else that writes snapshots (a C-ABI library over the
 // allocator) writes them through this package, so there is one encoder.
-// It imports nothing of accelkit but driver, whose ErrInvalidValue its
-// errors wrap.
+// It imports nothing of devalloc: only driver, whose ErrInvalidValue its
+// errors wrap, and atomicfile, which writes the files.
 package memsnap
 
 import (
