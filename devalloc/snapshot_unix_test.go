@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/accelkit/accelkit/driver/drivertest"
 	"github.com/accelkit/accelkit/devalloc/memsnap"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // SIGUSR1 and kill exist on unix only; NotifySnapshotOnSignal itself takes

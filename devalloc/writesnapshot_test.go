@@ -10,13 +10,14 @@ import (
 	"github.com/accelkit/accelkit/devalloc/internal/pickletest"
 	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // TestWriteSnapshotPicklePython writes a live allocator's snapshot with
 // WriteSnapshot and has Python's pickle load the .pickle beside the JSON
 // and check it against PyTorch's schema and the JSON.
 func TestWriteSnapshotPicklePython(t *testing.T) {
-	dev, _ := openDev(t, "capacity=64MiB")
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=64MiB")
 	ss := streams(t, dev, 2)
 	a := newAlloc(t, dev, "history_entries:256,history_stacks:true,max_split_size_mb:32,garbage_collection_threshold:0.9")
 	p := mustAlloc(t, a, 4*kib, ss[0])
@@ -77,7 +78,7 @@ func TestWriteSnapshotPicklePython(t *testing.T) {
 }
 
 func TestWriteSnapshotRefusesPicklePath(t *testing.T) {
-	dev, _ := openDev(t, "")
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	a := newAlloc(t, dev, "")
 	path := filepath.Join(t.TempDir(), "snap.pickle")
 	err := a.WriteSnapshot(path)

@@ -9,16 +9,11 @@ import (
 
 	"github.com/accelkit/accelkit/devalloc"
 	"github.com/accelkit/accelkit/devalloc/memsnap"
-	"github.com/accelkit/accelkit/driver/sim"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 func TestRender(t *testing.T) {
-	drv, err := sim.Open("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drv.Close()
-	dev, _ := drv.Device(0)
+	dev, _ := drivertest.OpenDevice(t, "sim", "")
 	cfg, _ := devalloc.ParseConfig("history_entries:100")
 	a, err := devalloc.New(dev, cfg)
 	if err != nil {

@@ -9,22 +9,14 @@ import (
 
 	"github.com/accelkit/accelkit/devalloc"
 	"github.com/accelkit/accelkit/devalloc/memsnap"
-	"github.com/accelkit/accelkit/driver/sim"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // writeSnapshot writes the snapshot of an allocator holding one 3 MiB
 // block, with a trace, to dir/snap.json (and its pickle beside it).
 func writeSnapshot(t *testing.T, dir string) string {
 	t.Helper()
-	drv, err := sim.Open("capacity=64MiB")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drv.Close()
-	dev, err := drv.Device(0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=64MiB")
 	a, err := devalloc.New(dev, devalloc.Config{HistoryEntries: 16})
 	if err != nil {
 		t.Fatal(err)
