@@ -14,13 +14,7 @@ import (
 // Those two are retried a bounded number of times with a doubling pause,
 // as the Go command's robustio does; any other error is returned at once,
 // and an exhausted retry leaves the entry unstored: a later miss, not a
-// failed compile (storeUnavailable).
-const (
-	errorWriteProtect     syscall.Errno = 19  // ERROR_WRITE_PROTECT
-	errorSharingViolation syscall.Errno = 32  // ERROR_SHARING_VIOLATION
-	errorHandleDiskFull   syscall.Errno = 39  // ERROR_HANDLE_DISK_FULL
-	errorDiskFull         syscall.Errno = 112 // ERROR_DISK_FULL
-)
+// failed compile (progcache.CannotStore).
 
 func renameRetrying(rename func() error) error {
 	return retryRename(rename, renameRetryable, time.Sleep)
@@ -28,12 +22,4 @@ func renameRetrying(rename func() error) error {
 
 func renameRetryable(err error) bool {
 	return errors.Is(err, errorSharingViolation) || errors.Is(err, syscall.ERROR_ACCESS_DENIED)
-}
-
-// storeUnavailable reports an error that means the cache cannot store
-// here (a full or write-protected disk, a target held open past the
-// retries), as opposed to a fault in the cache.
-func storeUnavailable(err error) bool {
-	return renameRetryable(err) || errors.Is(err, errorWriteProtect) ||
-		errors.Is(err, errorHandleDiskFull) || errors.Is(err, errorDiskFull)
 }

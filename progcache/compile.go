@@ -53,26 +53,45 @@ func GetOrCompile(ctx context.Context, c Cache, k Key, compile CompileFunc) (Obj
 	return g.Group().GetOrCompile(ctx, c, k, compile)
 }
 
-// processLocker is implemented by caches that can lock a key across
-// processes (FileStream).
-type processLocker interface {
-	lockKey(ctx context.Context, k Key) (unlock func(), hit *Object, err error)
-	peek(ctx context.Context, k Key) (Object, bool, error) // Get without counting a miss
+// ProcessLocker is a Cache that can lock a key across processes, so that
+// processes sharing it compile a key once (progcache/filestream's lock
+// files). GetOrCompile finds it by type assertion: a Group's leader takes
+// the lock before it compiles and looks at the cache again once it holds
+// it (LockForCompile). A cache of any package can implement it.
+type ProcessLocker interface {
+	Cache
+	// LockKey takes k's lock, waiting while a live holder has it. It
+	// returns the unlock to call once the compiled object is stored; or,
+	// when a holder stored k meanwhile, that object (hit non-nil) with
+	// nothing held; or an error. An error that CannotStore accepts (a
+	// read-only cache, a lock that cannot be written) means no lock can be
+	// taken here: the compile then runs unlocked and is not stored.
+	LockKey(ctx context.Context, k Key) (unlock func(), hit *Object, err error)
+	// Peek is Get without counting a lookup: the leader's look at the cache
+	// once it holds the lock, after the miss it already counted.
+	Peek(ctx context.Context, k Key) (Object, bool, error)
 }
 
-// compileLeader is a cache that compiles for a Group's flight itself
-// (Tiered: a lease across machines besides the local lock).
-type compileLeader interface {
-	leadCompile(ctx context.Context, k Key, compile CompileFunc) (Object, error)
+// CompileLeader is a Cache that compiles for a Group's flight itself
+// (progcache/tiered: its local tier's lock, then a lease that machines
+// share). GetOrCompile finds it by type assertion and calls LeadCompile
+// instead of its own lock, compile and Put.
+type CompileLeader interface {
+	Cache
+	// LeadCompile returns k's object: one that another process or machine
+	// stored meanwhile, or compile's, which it stores. As GetOrCompile, it
+	// returns the object with a nil error when the cache cannot store it
+	// (CannotStore), and with the error when a Put fails otherwise.
+	LeadCompile(ctx context.Context, k Key, compile CompileFunc) (Object, error)
 }
 
 // lead compiles for a Group's flight, under the cross-process lock when
 // the cache has one.
 func lead(ctx context.Context, c Cache, k Key, compile CompileFunc) (Object, error) {
-	if cl, ok := c.(compileLeader); ok {
-		return cl.leadCompile(ctx, k, compile)
+	if cl, ok := c.(CompileLeader); ok {
+		return cl.LeadCompile(ctx, k, compile)
 	}
-	unlock, hit, err := lockProcess(ctx, c, k)
+	unlock, hit, err := LockForCompile(ctx, c, k)
 	if err != nil || hit != nil {
 		return derefHit(hit), err
 	}
@@ -81,27 +100,29 @@ func lead(ctx context.Context, c Cache, k Key, compile CompileFunc) (Object, err
 	if err != nil {
 		return Object{}, err
 	}
-	if err := c.Put(ctx, k, obj); err != nil && !cannotStore(err) {
+	if err := c.Put(ctx, k, obj); err != nil && !CannotStore(err) {
 		return obj, err
 	}
 	return obj, nil
 }
 
-// lockProcess takes c's cross-process lock on k when c has one
-// (processLocker), and looks at c again once it holds it, since a peer may
-// have stored the object meanwhile. It returns the unlock to call after
-// the compile and its Put, or the peer's object instead (hit, with nothing
-// held), or an error. A cache without the lock, or one that cannot take it
-// (read-only, a lock directory that cannot be written: the Put will fail
-// the same way, so the compile is not cached), gets a no-op unlock.
-func lockProcess(ctx context.Context, c Cache, k Key) (unlock func(), hit *Object, err error) {
-	pl, ok := c.(processLocker)
+// LockForCompile takes c's cross-process lock on k when c is a
+// ProcessLocker, and looks at c again once it holds it (Peek), since a
+// peer may have stored the object meanwhile. It returns the unlock to call
+// after the compile and its Put; or the peer's object instead (hit, with
+// nothing held); or an error. A cache without the lock, or one that cannot
+// take it (an error CannotStore accepts: the Put would fail the same way,
+// so the compile is not cached), gets a no-op unlock. A CompileLeader
+// calls it on the cache it compiles into, as tiered does on its local
+// tier.
+func LockForCompile(ctx context.Context, c Cache, k Key) (unlock func(), hit *Object, err error) {
+	pl, ok := c.(ProcessLocker)
 	if !ok {
 		return func() {}, nil, nil
 	}
-	unlock, hit, err = pl.lockKey(ctx, k)
+	unlock, hit, err = pl.LockKey(ctx, k)
 	switch {
-	case err != nil && cannotStore(err):
+	case err != nil && CannotStore(err):
 		return func() {}, nil, nil
 	case err != nil:
 		return nil, nil, err
@@ -109,7 +130,7 @@ func lockProcess(ctx context.Context, c Cache, k Key) (unlock func(), hit *Objec
 		return nil, hit, nil
 	}
 	// A peer may have compiled while we waited for the lock.
-	obj, ok, err := pl.peek(ctx, k)
+	obj, ok, err := pl.Peek(ctx, k)
 	if err != nil || ok {
 		unlock()
 		if err != nil {
@@ -128,12 +149,13 @@ func derefHit(hit *Object) Object {
 	return *hit
 }
 
-// cannotStore reports a Put (or lock) error that means this cache cannot
+// CannotStore reports a Put (or LockKey) error that means a cache cannot
 // keep the object here (too large, read-only, a foreign path, a read-only
-// or full filesystem, no permission) rather than a fault: GetOrCompile
+// or full filesystem, no permission; the per-system codes are in
+// store_unix.go and store_windows.go) rather than a fault: GetOrCompile
 // then returns the compiled object without an error, as compiling without
 // caching is what the caller wants.
-func cannotStore(err error) bool {
+func CannotStore(err error) bool {
 	return errors.Is(err, ErrTooLarge) || errors.Is(err, ErrReadOnly) || errors.Is(err, ErrNotCache) ||
 		errors.Is(err, fs.ErrPermission) || storeUnavailable(err)
 }

@@ -301,7 +301,7 @@ func staleLock(t *testing.T, c *FileStream, k Key) string {
 }
 
 // TestStaleLockBreakFails: a stale lock whose removal fails is an error
-// from tryLock, not "stale, try again", which sent lockKey straight back
+// from tryLock, not "stale, try again", which sent LockKey straight back
 // to the same failure in a loop.
 func TestStaleLockBreakFails(t *testing.T) {
 	dir := t.TempDir()

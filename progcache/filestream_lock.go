@@ -77,11 +77,11 @@ func (c *FileStream) lockStale(mtime time.Time, lease time.Duration, now time.Ti
 	return age < -c.opts.MaxLockLease || age > lease
 }
 
-// lockKey takes k's lock file, waiting while a live holder has it. It
-// returns hit instead when a peer stored the entry meanwhile. An error that
-// cannotStore accepts (a read-only cache or directory, a foreign lock)
+// LockKey takes k's lock file, waiting while a live holder has it, for
+// GetOrCompile (ProcessLocker). It returns hit instead when a peer stored
+// the entry meanwhile. An error that CannotStore accepts (a read-only cache or directory, a foreign lock)
 // means no lock can be taken here.
-func (c *FileStream) lockKey(ctx context.Context, k Key) (func(), *Object, error) {
+func (c *FileStream) LockKey(ctx context.Context, k Key) (func(), *Object, error) {
 	poll := min(c.opts.LockLease/8, lockPollMax)
 	name := lockName(k)
 	waited := false
@@ -115,9 +115,9 @@ func (c *FileStream) lockKey(ctx context.Context, k Key) (func(), *Object, error
 	}
 }
 
-// peek is Get without counting a miss: the leader's look at the cache once
-// it holds the lock, after the miss it already counted.
-func (c *FileStream) peek(ctx context.Context, k Key) (Object, bool, error) {
+// Peek is Get without counting a miss: the leader's look at the cache once
+// it holds the lock, after the miss it already counted (ProcessLocker).
+func (c *FileStream) Peek(ctx context.Context, k Key) (Object, bool, error) {
 	return c.get(ctx, k, false)
 }
 
@@ -169,7 +169,7 @@ func (c *FileStream) tryLock(ctx context.Context, name string) (unlock func(), s
 	}
 	// Stale heartbeat: the holder died. Break the lock only if it is still
 	// the file judged stale. A lock that cannot be broken (no permission
-	// to rename it) is an error: reporting it as stale would send lockKey
+	// to rename it) is an error: reporting it as stale would send LockKey
 	// straight back here in a loop.
 	if _, err := c.removeIfSameLocked(c.locksD, name, st); err != nil {
 		return nil, false, fmt.Errorf("progcache: break stale lock: %w", err)

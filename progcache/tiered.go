@@ -136,7 +136,7 @@ var (
 //     corrupt and unreadable counts. TierStats has the rest.
 //   - GetOrCompile (through its own Group) takes the local tier's
 //     cross-process lock, then the key's lease from TieredOptions.Leaser,
-//     so that machines compile a key once; see leadCompile.
+//     so that machines compile a key once; see LeadCompile.
 //
 // Tiered owns its tiers: Close closes both. It does not own the Leaser.
 // Use the Tiered value, not its tiers, for GetOrCompile: the tiers' own

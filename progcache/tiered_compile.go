@@ -37,12 +37,12 @@ const (
 	leaseReleaseTimeout = 5 * time.Second
 )
 
-// leadCompile compiles k for the Group's flight: under the local tier's
+// LeadCompile compiles k for the Group's flight (CompileLeader): under the local tier's
 // cross-process lock, then k's lease, looking at both tiers again once it
 // holds them; and it stores the object, in the remote tier before the
 // lease is released.
-func (t *Tiered) leadCompile(ctx context.Context, k Key, compile CompileFunc) (Object, error) {
-	unlock, hit, err := lockProcess(ctx, t.local, k)
+func (t *Tiered) LeadCompile(ctx context.Context, k Key, compile CompileFunc) (Object, error) {
+	unlock, hit, err := LockForCompile(ctx, t.local, k)
 	if err != nil || hit != nil {
 		return derefHit(hit), err
 	}
@@ -70,7 +70,7 @@ func (t *Tiered) leadCompile(ctx context.Context, k Key, compile CompileFunc) (O
 	}
 	// Under a lease the remote put is made now: waiters elsewhere look
 	// for the entry there once the lease is released (deferred above).
-	if err := t.put(ctx, k, obj, lease != nil || t.opts.SyncRemotePut); err != nil && !cannotStore(err) {
+	if err := t.put(ctx, k, obj, lease != nil || t.opts.SyncRemotePut); err != nil && !CannotStore(err) {
 		return obj, err
 	}
 	return obj, nil
@@ -88,8 +88,8 @@ func (t *Tiered) peek(ctx context.Context, k Key) (Object, bool, error) {
 // peekLocal looks k up in the local tier without counting a lookup of
 // Tiered's (nor a miss of the local tier's, when it can: FileStream).
 func (t *Tiered) peekLocal(ctx context.Context, k Key) (Object, bool, error) {
-	if pl, ok := t.local.(processLocker); ok {
-		return pl.peek(ctx, k)
+	if pl, ok := t.local.(ProcessLocker); ok {
+		return pl.Peek(ctx, k)
 	}
 	return t.local.Get(ctx, k)
 }
