@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/blake2b"
+
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/bolt"
 	"github.com/accelkit/accelkit/progcache/cachetest"
-	"golang.org/x/crypto/blake2b"
+	"github.com/accelkit/accelkit/progcache/tiered"
 )
 
 const benchSize = 64 << 10
@@ -299,7 +301,7 @@ func BenchmarkTieredGetLocalHit(b *testing.B) {
 		b.Run(be.name, func(b *testing.B) {
 			local := be.open(b)
 			remote, _ := progcache.NewMemory(progcache.MemoryOptions{})
-			c, err := progcache.NewTiered(local, remote, progcache.TieredOptions{})
+			c, err := tiered.New(local, remote, tiered.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}

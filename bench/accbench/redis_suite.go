@@ -20,6 +20,7 @@ import (
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/redistier"
 	"github.com/accelkit/accelkit/progcache/redistier/redistest"
+	"github.com/accelkit/accelkit/progcache/tiered"
 )
 
 // redisTimeout is the caches' Options.Timeout: long enough that a 1 MiB
@@ -274,7 +275,7 @@ func alternate(n int, ours, base func() error) (oursUS, baseUS float64, err erro
 // tier is a Tiered cache with its local tier, and the key it backfilled.
 type tier struct {
 	name  string
-	c     *progcache.Tiered
+	c     *tiered.Cache
 	local progcache.Cache
 	k     progcache.Key
 	size  int
@@ -299,7 +300,7 @@ func (r *redisRun) backfilled(dir string) ([]tier, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", nc.Name, err)
 		}
-		c, err := progcache.NewTiered(local, remote, progcache.TieredOptions{})
+		c, err := tiered.New(local, remote, tiered.Options{})
 		if err != nil {
 			return nil, errors.Join(err, local.Close())
 		}

@@ -22,8 +22,8 @@
 // AcquireLease takes a lease on a key (SET NX with expiry, extended by a
 // heartbeat, released by compare-and-delete), so that processes on
 // different machines missing the same key compile it once; Acquire is the
-// same as a progcache.Leaser, so that a Cache is both the remote tier and
-// the lease service of a progcache.Tiered cache, whose GetOrCompile then
+// same as a tiered.Leaser, so that a Cache is both the remote tier and
+// the lease service of a progcache/tiered Cache, whose GetOrCompile then
 // compiles each key once across the fleet. Prefetch fetches
 // many keys in few round trips for a warm start. Options.Namespace
 // separates deployments on one server, Options.TTL expires entries,

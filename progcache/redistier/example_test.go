@@ -8,9 +8,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/redistier"
-	"github.com/redis/go-redis/v9"
+	"github.com/accelkit/accelkit/progcache/tiered"
 )
 
 // Example is a fleet machine's program cache: a FileStream on local disk
@@ -48,7 +50,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cache, err := progcache.NewTiered(local, remote, progcache.TieredOptions{Leaser: remote})
+	cache, err := tiered.New(local, remote, tiered.Options{Leaser: remote})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func Example() {
 }
 
 // ExampleCache_AcquireLease compiles a key once across machines without a
-// progcache.Tiered (which does this in GetOrCompile): the machine that
+// tiered.Cache (which does this in GetOrCompile): the machine that
 // takes the lease compiles and stores; the others wait for the entry (or
 // for the lease, if its holder dies).
 func ExampleCache_AcquireLease() {

@@ -33,8 +33,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/accelkit/accelkit/progcache"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/accelkit/accelkit/progcache"
+	"github.com/accelkit/accelkit/progcache/tiered"
 )
 
 // acquireScript takes the lease KEYS[1] for the token ARGV[1] with expiry
@@ -97,13 +99,13 @@ type Lease struct {
 	released bool
 }
 
-var _ progcache.Leaser = (*Cache)(nil)
+var _ tiered.Leaser = (*Cache)(nil)
 
-// Acquire is AcquireLease for progcache.Leaser, so that a Cache is the
-// lease service of a progcache.Tiered cache (TieredOptions.Leaser): the
+// Acquire is AcquireLease for tiered.Leaser, so that a Cache is the
+// lease service of a tiered.Cache cache (TieredOptions.Leaser): the
 // Lease it returns is a *Lease, and it is a nil interface, not a nil
 // *Lease inside one, when another holder has the lease.
-func (c *Cache) Acquire(ctx context.Context, k progcache.Key) (progcache.Lease, error) {
+func (c *Cache) Acquire(ctx context.Context, k progcache.Key) (tiered.Lease, error) {
 	l, err := c.AcquireLease(ctx, k)
 	if l == nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/accelkit/accelkit/progcache/cachetest"
 	"github.com/accelkit/accelkit/progcache/redistier"
 	"github.com/accelkit/accelkit/progcache/redistier/redistest"
+	"github.com/accelkit/accelkit/progcache/tiered"
 )
 
 // leaseOpts are short leases for tests: a heartbeat every 100 ms.
@@ -44,9 +45,9 @@ func TestLeaseAcquireContendRelease(t *testing.T) {
 			t.Fatalf("Acquire of a held key = %v, %v; want (nil, nil)", l, err)
 		}
 	}
-	// The progcache.Leaser form: a nil interface when held (a typed nil
+	// The tiered.Leaser form: a nil interface when held (a typed nil
 	// inside it would read as taken to Tiered).
-	var leaser progcache.Leaser = a
+	var leaser tiered.Leaser = a
 	if l, err := leaser.Acquire(bg, k); l != nil || err != nil {
 		t.Fatalf("Leaser.Acquire of a held key = %#v, %v; want a nil Lease and nil", l, err)
 	}

@@ -15,11 +15,13 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/accelkit/accelkit/progcache"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/accelkit/accelkit/progcache"
+	"github.com/accelkit/accelkit/progcache/tiered"
 )
 
-var _ progcache.Prefetcher = (*Cache)(nil)
+var _ tiered.Prefetcher = (*Cache)(nil)
 
 // Prefetch looks keys up in batches of Options.PrefetchBatch, one round
 // trip each, and calls fn, on the calling goroutine and in the order of

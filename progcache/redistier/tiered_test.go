@@ -1,6 +1,6 @@
 package redistier_test
 
-// A Cache as the remote tier and the lease service of progcache.Tiered,
+// A Cache as the remote tier and the lease service of tiered.Cache,
 // across processes: each test process below stands for a machine of a
 // fleet, with a local FileStream of its own and its own Redis client.
 
@@ -21,11 +21,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/cachetest"
 	"github.com/accelkit/accelkit/progcache/redistier"
 	"github.com/accelkit/accelkit/progcache/redistier/redistest"
-	"github.com/redis/go-redis/v9"
+	"github.com/accelkit/accelkit/progcache/tiered"
 )
 
 // Environment of the machine processes these tests start.
@@ -54,7 +56,7 @@ func tieredObject(k progcache.Key) progcache.Object {
 // openMachine opens a machine's cache: a FileStream in dir in front of a
 // Cache on addr, which is also the Leaser. The client is the machine's
 // own.
-func openMachine(t testing.TB, addr, ns, dir string) (*progcache.Tiered, *redis.Client) {
+func openMachine(t testing.TB, addr, ns, dir string) (*tiered.Cache, *redis.Client) {
 	t.Helper()
 	client := clientOf(t, addr, true)
 	opts := machineOpts
@@ -64,7 +66,7 @@ func openMachine(t testing.TB, addr, ns, dir string) (*progcache.Tiered, *redis.
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc, err := progcache.NewTiered(local, remote, progcache.TieredOptions{Leaser: remote, LeaseWait: time.Minute})
+	tc, err := tiered.New(local, remote, tiered.Options{Leaser: remote, LeaseWait: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +108,8 @@ func startMachine(t *testing.T, role, addr, ns string) machineProc {
 
 // machineReport is what a machine process prints when it is done.
 type machineReport struct {
-	Digests []string              `json:"digests"` // of each goroutine's object
-	Tier    progcache.TieredStats `json:"tier"`
+	Digests []string         `json:"digests"` // of each goroutine's object
+	Tier    tiered.TierStats `json:"tier"`
 }
 
 // TestTieredCompileOnceAcrossMachines: 4 processes with separate local
@@ -134,7 +136,7 @@ func TestTieredCompileOnceAcrossMachines(t *testing.T) {
 		p.stdin.Close() // all four go at once
 	}
 	var digests []string
-	var tier progcache.TieredStats
+	var tier tiered.TierStats
 	for i, p := range procs {
 		line, err := p.out.ReadString('\n')
 		var r machineReport

@@ -1,8 +1,8 @@
-package progcache_test
+package tiered_test
 
-// Tiered: conformance over two pairs of tiers, the traffic between the
+// Cache: conformance over two pairs of tiers, the traffic between the
 // tiers, failing open, the remote put queue, and compile-once across
-// "machines": Tiered values with separate local caches sharing one remote
+// "machines": Cache values with separate local caches sharing one remote
 // memory cache and one lease service, both fakes written here.
 
 import (
@@ -18,6 +18,7 @@ import (
 
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/cachetest"
+	"github.com/accelkit/accelkit/progcache/tiered"
 )
 
 func TestTieredConformance(t *testing.T) {
@@ -37,7 +38,7 @@ func TestTieredConformance(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cachetest.Run(t, cachetest.Backend{
 				Open: func(t *testing.T, maxBytes int64) progcache.Cache {
-					c, err := progcache.NewTiered(tc.local(t, maxBytes), newMemory(t, maxBytes), progcache.TieredOptions{})
+					c, err := tiered.New(tc.local(t, maxBytes), newMemory(t, maxBytes), tiered.Options{})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -59,7 +60,7 @@ func newMemory(t testing.TB, maxBytes int64) *progcache.Memory {
 
 var errRemoteDown = errors.New("fake remote: down")
 
-// fakeRemote is a remote tier over a store that several Tiered values may
+// fakeRemote is a remote tier over a store that several Cache values may
 // share (machines): it fails every call while fail is set, and its Puts
 // wait on gate (or their ctx) when gate is set, announcing their key on
 // started first. Its Close leaves the store open.
@@ -124,7 +125,7 @@ func newFakeLeaser() *fakeLeaser {
 	return &fakeLeaser{held: map[progcache.Key]*fakeLease{}}
 }
 
-func (l *fakeLeaser) Acquire(ctx context.Context, k progcache.Key) (progcache.Lease, error) {
+func (l *fakeLeaser) Acquire(ctx context.Context, k progcache.Key) (tiered.Lease, error) {
 	if l.fail.Load() {
 		return nil, errors.New("fake leaser: unreachable")
 	}
@@ -163,12 +164,12 @@ func (l *fakeLeaser) plant(k progcache.Key) {
 	l.held[k] = &fakeLease{l: l, k: k}
 }
 
-// newTiered returns a Tiered over local and a fakeRemote over store,
+// newTiered returns a Cache over local and a fakeRemote over store,
 // closed when t ends.
-func newTiered(t *testing.T, local progcache.Cache, store progcache.Cache, opts progcache.TieredOptions) (*progcache.Tiered, *fakeRemote) {
+func newTiered(t *testing.T, local progcache.Cache, store progcache.Cache, opts tiered.Options) (*tiered.Cache, *fakeRemote) {
 	t.Helper()
 	r := &fakeRemote{Cache: store}
-	c, err := progcache.NewTiered(local, r, opts)
+	c, err := tiered.New(local, r, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,24 +180,24 @@ func newTiered(t *testing.T, local progcache.Cache, store progcache.Cache, opts 
 func TestTieredOptions(t *testing.T) {
 	m := newMemory(t, 0)
 	for _, tc := range []struct {
-		opts progcache.TieredOptions
+		opts tiered.Options
 		want string
 	}{
-		{progcache.TieredOptions{QueueLen: -1}, "TieredOptions.QueueLen -1: want 0 (DefaultTieredQueueLen) or a positive count"},
-		{progcache.TieredOptions{RemotePutWorkers: -2}, "TieredOptions.RemotePutWorkers -2"},
-		{progcache.TieredOptions{DrainTimeout: -time.Second}, "TieredOptions.DrainTimeout -1s: want 0 (DefaultTieredDrainTimeout)"},
-		{progcache.TieredOptions{LeaseWait: -time.Millisecond}, "TieredOptions.LeaseWait -1ms"},
+		{tiered.Options{QueueLen: -1}, "Options.QueueLen -1: want 0 (DefaultQueueLen) or a positive count"},
+		{tiered.Options{RemotePutWorkers: -2}, "Options.RemotePutWorkers -2"},
+		{tiered.Options{DrainTimeout: -time.Second}, "Options.DrainTimeout -1s: want 0 (DefaultDrainTimeout)"},
+		{tiered.Options{LeaseWait: -time.Millisecond}, "Options.LeaseWait -1ms"},
 	} {
-		_, err := progcache.NewTiered(m, m, tc.opts)
+		_, err := tiered.New(m, m, tc.opts)
 		if !errors.Is(err, progcache.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("NewTiered(%+v) = %v; want ErrInvalidConfig saying %q", tc.opts, err, tc.want)
+			t.Errorf("New(%+v) = %v; want ErrInvalidConfig saying %q", tc.opts, err, tc.want)
 		}
 	}
-	if _, err := progcache.NewTiered(nil, m, progcache.TieredOptions{}); !errors.Is(err, progcache.ErrInvalidConfig) {
-		t.Errorf("NewTiered with a nil local tier = %v, want ErrInvalidConfig", err)
+	if _, err := tiered.New(nil, m, tiered.Options{}); !errors.Is(err, progcache.ErrInvalidConfig) {
+		t.Errorf("New with a nil local tier = %v, want ErrInvalidConfig", err)
 	}
-	if _, err := progcache.NewTiered(m, nil, progcache.TieredOptions{}); !errors.Is(err, progcache.ErrInvalidConfig) {
-		t.Errorf("NewTiered with a nil remote tier = %v, want ErrInvalidConfig", err)
+	if _, err := tiered.New(m, nil, tiered.Options{}); !errors.Is(err, progcache.ErrInvalidConfig) {
+		t.Errorf("New with a nil remote tier = %v, want ErrInvalidConfig", err)
 	}
 }
 
@@ -209,7 +210,7 @@ func TestTieredBackfill(t *testing.T) {
 	obj := cachetest.ObjectN(1, 1000)
 	store.Put(ctx, cachetest.KeyN(1), obj)
 	local := newMemory(t, 0)
-	c, _ := newTiered(t, local, store, progcache.TieredOptions{})
+	c, _ := newTiered(t, local, store, tiered.Options{})
 
 	got, ok, err := c.Get(ctx, cachetest.KeyN(1))
 	if !ok || err != nil || !got.Equal(obj) {
@@ -235,7 +236,7 @@ func TestTieredBackfill(t *testing.T) {
 	// A local tier too small for the object: served, not stored.
 	store.Put(ctx, cachetest.KeyN(3), cachetest.ObjectN(3, 4000))
 	small := newMemory(t, 100)
-	c2, _ := newTiered(t, small, store, progcache.TieredOptions{})
+	c2, _ := newTiered(t, small, store, tiered.Options{})
 	calls := 0
 	ok, err = c2.View(ctx, cachetest.KeyN(3), func(v progcache.View) error {
 		calls++
@@ -258,7 +259,7 @@ func TestTieredFailOpen(t *testing.T) {
 	for _, sync := range []bool{false, true} {
 		t.Run(fmt.Sprintf("SyncRemotePut=%v", sync), func(t *testing.T) {
 			leaser := newFakeLeaser()
-			c, r := newTiered(t, newMemory(t, 0), newMemory(t, 0), progcache.TieredOptions{SyncRemotePut: sync, Leaser: leaser})
+			c, r := newTiered(t, newMemory(t, 0), newMemory(t, 0), tiered.Options{SyncRemotePut: sync, Leaser: leaser})
 			r.fail.Store(true)
 			if _, ok, err := c.Get(ctx, cachetest.KeyN(1)); ok || err != nil {
 				t.Fatalf("Get with the remote tier down = hit %v, %v; want a miss without error", ok, err)
@@ -311,20 +312,20 @@ func TestTieredFailOpen(t *testing.T) {
 func TestTieredRemotePut(t *testing.T) {
 	ctx := context.Background()
 	store := newMemory(t, 0)
-	c, _ := newTiered(t, newMemory(t, 0), store, progcache.TieredOptions{SyncRemotePut: true})
+	c, _ := newTiered(t, newMemory(t, 0), store, tiered.Options{SyncRemotePut: true})
 	c.Put(ctx, cachetest.KeyN(1), cachetest.ObjectN(1, 10))
 	if !store.Contains(cachetest.KeyN(1)) {
 		t.Fatal("with SyncRemotePut, the remote tier lacks the entry when Put returns")
 	}
 
-	c, _ = newTiered(t, newMemory(t, 0), store, progcache.TieredOptions{RemotePutWorkers: 3})
+	c, _ = newTiered(t, newMemory(t, 0), store, tiered.Options{RemotePutWorkers: 3})
 	const n = 40
 	for i := range n {
 		obj := cachetest.ObjectN(100+i, 100)
 		if err := c.Put(ctx, cachetest.KeyN(100+i), obj); err != nil {
 			t.Fatal(err)
 		}
-		obj.Code[0]++ // Tiered keeps its own copy for the queue
+		obj.Code[0]++ // Cache keeps its own copy for the queue
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
@@ -345,7 +346,7 @@ func TestTieredRemotePut(t *testing.T) {
 func TestTieredQueue(t *testing.T) {
 	ctx := context.Background()
 	store := newMemory(t, 0)
-	c, r := newTiered(t, newMemory(t, 0), store, progcache.TieredOptions{QueueLen: 3, RemotePutWorkers: 1, DrainTimeout: 20 * time.Millisecond})
+	c, r := newTiered(t, newMemory(t, 0), store, tiered.Options{QueueLen: 3, RemotePutWorkers: 1, DrainTimeout: 20 * time.Millisecond})
 	r.gate, r.started = make(chan struct{}), make(chan progcache.Key, 1)
 	put := func(n int) {
 		t.Helper()
@@ -394,7 +395,7 @@ func TestTieredQueue(t *testing.T) {
 
 	// Delete and Clear: once the put under way ends, what they removed
 	// does not come back from the remote tier.
-	c, r = newTiered(t, newMemory(t, 0), store, progcache.TieredOptions{RemotePutWorkers: 1})
+	c, r = newTiered(t, newMemory(t, 0), store, tiered.Options{RemotePutWorkers: 1})
 	r.gate, r.started = make(chan struct{}), make(chan progcache.Key, 3)
 	put(1)
 	<-r.started
@@ -414,7 +415,7 @@ func TestTieredQueue(t *testing.T) {
 	}
 }
 
-// compileOnceMachines runs machines Tiered values, each with its own local
+// compileOnceMachines runs machines Cache values, each with its own local
 // cache from local, sharing one remote memory cache and one lease
 // service, and goroutines callers on each missing one key at once. The
 // compile holds the lease until every other machine waits for it.
@@ -439,10 +440,10 @@ func TestTieredCompileOnceAcrossMachines(t *testing.T) {
 			leaser := newFakeLeaser()
 			allWaiting := make(chan struct{})
 			var waiting atomic.Int32
-			cs := make([]*progcache.Tiered, machines)
+			cs := make([]*tiered.Cache, machines)
 			for i := range cs {
-				cs[i], _ = newTiered(t, tc.local(t), store, progcache.TieredOptions{Leaser: leaser})
-				progcache.SetTieredLeaseWaiting(cs[i], func(progcache.Key) {
+				cs[i], _ = newTiered(t, tc.local(t), store, tiered.Options{Leaser: leaser})
+				tiered.SetLeaseWaiting(cs[i], func(progcache.Key) {
 					if waiting.Add(1) == machines-1 {
 						close(allWaiting)
 					}
@@ -503,8 +504,8 @@ func TestTieredLeaseTakeover(t *testing.T) {
 	ctx := context.Background()
 	store := newMemory(t, 0)
 	leaser := newFakeLeaser()
-	holder, _ := newTiered(t, newMemory(t, 0), store, progcache.TieredOptions{Leaser: leaser})
-	waiter, _ := newTiered(t, newMemory(t, 0), store, progcache.TieredOptions{Leaser: leaser})
+	holder, _ := newTiered(t, newMemory(t, 0), store, tiered.Options{Leaser: leaser})
+	waiter, _ := newTiered(t, newMemory(t, 0), store, tiered.Options{Leaser: leaser})
 	k := cachetest.KeyN(1)
 
 	hctx, kill := context.WithCancel(ctx)
@@ -520,7 +521,7 @@ func TestTieredLeaseTakeover(t *testing.T) {
 	}()
 	<-holding
 	// Once the waiter waits, the holder's lease runs out.
-	progcache.SetTieredLeaseWaiting(waiter, leaser.expire)
+	tiered.SetLeaseWaiting(waiter, leaser.expire)
 	compiles := 0
 	obj, err := progcache.GetOrCompile(ctx, waiter, k, func(context.Context) (progcache.Object, error) {
 		compiles++
@@ -555,7 +556,7 @@ func TestTieredLeaseWait(t *testing.T) {
 	leaser := newFakeLeaser()
 	k := cachetest.KeyN(1)
 	leaser.plant(k) // a live holder that never finishes
-	c, _ := newTiered(t, newMemory(t, 0), newMemory(t, 0), progcache.TieredOptions{Leaser: leaser, LeaseWait: 20 * time.Millisecond})
+	c, _ := newTiered(t, newMemory(t, 0), newMemory(t, 0), tiered.Options{Leaser: leaser, LeaseWait: 20 * time.Millisecond})
 	compiles := 0
 	if _, err := progcache.GetOrCompile(ctx, c, k, func(context.Context) (progcache.Object, error) {
 		compiles++
@@ -567,9 +568,9 @@ func TestTieredLeaseWait(t *testing.T) {
 		t.Errorf("TierStats: %+v; want one wait, timed out, and the remote put queued (no lease held)", s)
 	}
 
-	c, _ = newTiered(t, newMemory(t, 0), newMemory(t, 0), progcache.TieredOptions{Leaser: leaser})
+	c, _ = newTiered(t, newMemory(t, 0), newMemory(t, 0), tiered.Options{Leaser: leaser})
 	waitingNow := make(chan struct{})
-	progcache.SetTieredLeaseWaiting(c, func(progcache.Key) { close(waitingNow) })
+	tiered.SetLeaseWaiting(c, func(progcache.Key) { close(waitingNow) })
 	errc := make(chan error, 1)
 	go func() {
 		_, err := progcache.GetOrCompile(ctx, c, k, func(context.Context) (progcache.Object, error) {
@@ -595,8 +596,8 @@ func TestTieredStress(t *testing.T) {
 	ctx := context.Background()
 	store := newMemory(t, 0)
 	leaser := newFakeLeaser()
-	a, _ := newTiered(t, newMemory(t, 64<<10), store, progcache.TieredOptions{Leaser: leaser, QueueLen: 8, RemotePutWorkers: 2})
-	b, _ := newTiered(t, newMemory(t, 0), store, progcache.TieredOptions{Leaser: leaser, LeaseWait: 50 * time.Millisecond})
+	a, _ := newTiered(t, newMemory(t, 64<<10), store, tiered.Options{Leaser: leaser, QueueLen: 8, RemotePutWorkers: 2})
+	b, _ := newTiered(t, newMemory(t, 0), store, tiered.Options{Leaser: leaser, LeaseWait: 50 * time.Millisecond})
 	const keys, ops = 8, 200
 	var done atomic.Int32 // operations finished, on both machines
 	var wg sync.WaitGroup
@@ -727,7 +728,7 @@ func TestTieredPrefetch(t *testing.T) {
 			if batch {
 				remote = br
 			}
-			c, err := progcache.NewTiered(local, remote, progcache.TieredOptions{})
+			c, err := tiered.New(local, remote, tiered.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

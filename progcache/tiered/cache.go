@@ -1,16 +1,16 @@
-package progcache
+package tiered
 
-// Tiered: a local cache in front of a remote one shared by machines.
+// Cache: a local cache in front of a remote one shared by machines.
 //
 // Lookups go to the local tier first and to the remote tier on a local
 // miss; a remote hit is copied into the local tier (backfilled), so the
 // next lookup of the key on this machine is local. Puts go to the local
 // tier at once and to the remote tier through a bounded queue drained by
-// worker goroutines (tiered_queue.go), so a slow remote never holds up a
+// worker goroutines (queue.go), so a slow remote never holds up a
 // compile. The remote tier fails open: its errors are counted and turn
 // into misses, never into a failed lookup or compile. GetOrCompile takes
 // the local tier's cross-process lock and then, with a Leaser, a lease
-// shared by the machines (tiered_compile.go).
+// shared by the machines (compile.go).
 //
 // This file is the public surface.
 
@@ -22,32 +22,34 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/accelkit/accelkit/progcache"
 )
 
 const (
-	// DefaultTieredQueueLen is how many remote puts a Tiered cache queues
-	// when TieredOptions.QueueLen is 0.
-	DefaultTieredQueueLen = 256
+	// DefaultQueueLen is how many remote puts a tiered cache queues
+	// when Options.QueueLen is 0.
+	DefaultQueueLen = 256
 	// DefaultRemotePutWorkers is how many goroutines drain the queue when
-	// TieredOptions.RemotePutWorkers is 0: puts are network round trips,
+	// Options.RemotePutWorkers is 0: puts are network round trips,
 	// so a few overlap them.
 	DefaultRemotePutWorkers = 4
-	// DefaultTieredDrainTimeout is how long Close lets queued remote puts
-	// finish when TieredOptions.DrainTimeout is 0.
-	DefaultTieredDrainTimeout = 5 * time.Second
+	// DefaultDrainTimeout is how long Close lets queued remote puts
+	// finish when Options.DrainTimeout is 0.
+	DefaultDrainTimeout = 5 * time.Second
 	// DefaultLeaseWait is how long GetOrCompile waits for another
-	// machine's lease when TieredOptions.LeaseWait is 0: longer than most
+	// machine's lease when Options.LeaseWait is 0: longer than most
 	// compiles, short enough that a stuck holder costs one compile, not a
 	// stuck job.
 	DefaultLeaseWait = 2 * time.Minute
 )
 
-// TieredOptions configure a Tiered cache. The zero value of every field
+// Options configure a tiered cache. The zero value of every field
 // means its default.
-type TieredOptions struct {
+type Options struct {
 	// QueueLen bounds the remote puts waiting for a worker; 0 means
-	// DefaultTieredQueueLen. A Put that finds the queue full drops its
-	// remote put (counted in TieredStats.RemotePutDropped) rather than
+	// DefaultQueueLen. A Put that finds the queue full drops its
+	// remote put (counted in TierStats.RemotePutDropped) rather than
 	// wait.
 	QueueLen int
 	// RemotePutWorkers is the number of goroutines that drain the queue;
@@ -57,12 +59,12 @@ type TieredOptions struct {
 	// returns, instead of queueing the remote put: the entry is then on
 	// the remote tier, for other machines to find, when Put returns
 	// (unless the remote put failed: Put still returns nil, as the remote
-	// tier fails open, and TieredStats.RemotePutFailed counts it). No
+	// tier fails open, and TierStats.RemotePutFailed counts it). No
 	// queue or workers are started.
 	SyncRemotePut bool
 	// DrainTimeout bounds how long Close waits for queued remote puts to
-	// finish; 0 means DefaultTieredDrainTimeout. The puts still queued
-	// then are dropped (counted in TieredStats.RemotePutDropped), and
+	// finish; 0 means DefaultDrainTimeout. The puts still queued
+	// then are dropped (counted in TierStats.RemotePutDropped), and
 	// those under way are cancelled through their context.
 	DrainTimeout time.Duration
 	// Leaser hands out the leases that make machines compile a key once
@@ -71,22 +73,22 @@ type TieredOptions struct {
 	Leaser Leaser
 	// LeaseWait bounds how long GetOrCompile waits while another machine
 	// holds a key's lease; 0 means DefaultLeaseWait. Past it, it compiles
-	// without the lease (counted in TieredStats.LeaseWaitTimeouts): a
+	// without the lease (counted in TierStats.LeaseWaitTimeouts): a
 	// waiter never waits forever.
 	LeaseWait time.Duration
 }
 
 // withDefaults checks o and returns it with every zero field set to its
 // default.
-func (o TieredOptions) withDefaults() (TieredOptions, error) {
+func (o Options) withDefaults() (Options, error) {
 	for _, f := range []struct {
 		name  string
 		v     int64
 		valid string
 	}{
-		{"QueueLen", int64(o.QueueLen), "0 (DefaultTieredQueueLen) or a positive count"},
+		{"QueueLen", int64(o.QueueLen), "0 (DefaultQueueLen) or a positive count"},
 		{"RemotePutWorkers", int64(o.RemotePutWorkers), "0 (DefaultRemotePutWorkers) or a positive count"},
-		{"DrainTimeout", int64(o.DrainTimeout), "0 (DefaultTieredDrainTimeout) or a positive duration"},
+		{"DrainTimeout", int64(o.DrainTimeout), "0 (DefaultDrainTimeout) or a positive duration"},
 		{"LeaseWait", int64(o.LeaseWait), "0 (DefaultLeaseWait) or a positive duration"},
 	} {
 		if f.v < 0 {
@@ -94,24 +96,25 @@ func (o TieredOptions) withDefaults() (TieredOptions, error) {
 			if f.name == "DrainTimeout" || f.name == "LeaseWait" {
 				v = time.Duration(f.v).String()
 			}
-			return o, fmt.Errorf("progcache: TieredOptions.%s %s: want %s: %w", f.name, v, f.valid, ErrInvalidConfig)
+			return o, fmt.Errorf("tiered: Options.%s %s: want %s: %w", f.name, v, f.valid, progcache.ErrInvalidConfig)
 		}
 	}
-	o.QueueLen = cmp.Or(o.QueueLen, DefaultTieredQueueLen)
+	o.QueueLen = cmp.Or(o.QueueLen, DefaultQueueLen)
 	o.RemotePutWorkers = cmp.Or(o.RemotePutWorkers, DefaultRemotePutWorkers)
-	o.DrainTimeout = cmp.Or(o.DrainTimeout, DefaultTieredDrainTimeout)
+	o.DrainTimeout = cmp.Or(o.DrainTimeout, DefaultDrainTimeout)
 	o.LeaseWait = cmp.Or(o.LeaseWait, DefaultLeaseWait)
 	return o, nil
 }
 
 var (
-	_ Grouped = (*Tiered)(nil)
-	_ Viewer  = (*Tiered)(nil)
+	_ progcache.Grouped = (*Cache)(nil)
+	_ progcache.Viewer  = (*Cache)(nil)
 )
 
-// Tiered is a local cache (Memory, FileStream, bolt) in front of a remote
-// one that machines share: any Cache, such as a network service's. It
-// implements Cache, Viewer and Grouped:
+// Cache is a local cache (progcache.Memory, filestream.Cache, bolt.Cache)
+// in front of a remote one that machines share: any progcache.Cache, such
+// as redistier's. It implements progcache's Cache, Viewer, Grouped and
+// CompileLeader:
 //
 //   - Get and View look in the local tier, then, on a local miss, in the
 //     remote tier; a remote hit is put into the local tier (a backfill:
@@ -135,53 +138,53 @@ var (
 //     reports the local tier's contents, caps, evictions, too-large,
 //     corrupt and unreadable counts. TierStats has the rest.
 //   - GetOrCompile (through its own Group) takes the local tier's
-//     cross-process lock, then the key's lease from TieredOptions.Leaser,
+//     cross-process lock, then the key's lease from Options.Leaser,
 //     so that machines compile a key once; see LeadCompile.
 //
-// Tiered owns its tiers: Close closes both. It does not own the Leaser.
-// Use the Tiered value, not its tiers, for GetOrCompile: the tiers' own
+// Cache owns its tiers: Close closes both. It does not own the Leaser.
+// Use the Cache value, not its tiers, for GetOrCompile: the tiers' own
 // Groups know nothing of each other's flights.
 //
-// A Tiered is safe for concurrent use by multiple goroutines, Close
+// A Cache is safe for concurrent use by multiple goroutines, Close
 // included.
-type Tiered struct {
-	// Locking: Tiered has no lock of its own on its paths. Its counters are
+type Cache struct {
+	// Locking: Cache has no lock of its own on its paths. Its counters are
 	// atomics, closed is set once by Close, and opts, the tiers and the
 	// Leaser never change; the tiers and the Leaser are safe for concurrent
-	// use and are called with no Tiered lock held. The remote put queue has
+	// use and are called with no Cache lock held. The remote put queue has
 	// its own lock (putQueue), never held while a tier is called; group has
 	// its own, never held together with the queue's.
 
-	local, remote Cache
-	opts          TieredOptions
+	local, remote progcache.Cache
+	opts          Options
 
 	closed    atomic.Bool
 	closing   chan struct{} // closed when Close starts: lease waits end
 	closeOnce sync.Once
 
 	queue *putQueue // nil with SyncRemotePut
-	group Group
+	group progcache.Group
 	st    tieredCounters
 	hooks tieredHooks
 }
 
 // tieredHooks are test hooks, set before the cache is shared.
 type tieredHooks struct {
-	leaseWaiting func(k Key) // a compile found k's lease held and starts waiting
+	leaseWaiting func(k progcache.Key) // a compile found k's lease held and starts waiting
 }
 
-// NewTiered returns a Tiered cache over local and remote, which it owns
+// New returns a tiered cache over local and remote, which it owns
 // from then on (Close closes them). A nil tier or an out-of-range option
 // is an error wrapping ErrInvalidConfig that names it.
-func NewTiered(local, remote Cache, opts TieredOptions) (*Tiered, error) {
+func New(local, remote progcache.Cache, opts Options) (*Cache, error) {
 	if local == nil || remote == nil {
-		return nil, fmt.Errorf("progcache: NewTiered: local tier %T, remote tier %T: want two caches, neither nil: %w", local, remote, ErrInvalidConfig)
+		return nil, fmt.Errorf("tiered: New: local tier %T, remote tier %T: want two caches, neither nil: %w", local, remote, progcache.ErrInvalidConfig)
 	}
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	t := &Tiered{local: local, remote: remote, opts: opts, closing: make(chan struct{})}
+	t := &Cache{local: local, remote: remote, opts: opts, closing: make(chan struct{})}
 	if !opts.SyncRemotePut {
 		t.queue = newPutQueue(remote, opts.QueueLen, opts.RemotePutWorkers, &t.st)
 	}
@@ -189,27 +192,29 @@ func NewTiered(local, remote Cache, opts TieredOptions) (*Tiered, error) {
 }
 
 // errClosed is the error of a method called after Close.
-func (t *Tiered) errClosed() error { return fmt.Errorf("progcache: tiered cache: %w", ErrClosed) }
+func (t *Cache) errClosed() error {
+	return fmt.Errorf("tiered: %w", progcache.ErrClosed) // "tiered: cache closed"
+}
 
 // Group returns the Group that GetOrCompile uses for this cache.
-func (t *Tiered) Group() *Group { return &t.group }
+func (t *Cache) Group() *progcache.Group { return &t.group }
 
 // Local returns the local tier.
-func (t *Tiered) Local() Cache { return t.local }
+func (t *Cache) Local() progcache.Cache { return t.local }
 
 // Remote returns the remote tier.
-func (t *Tiered) Remote() Cache { return t.remote }
+func (t *Cache) Remote() progcache.Cache { return t.remote }
 
 // Get returns the object stored under k in the local tier, or else in
 // the remote tier, backfilling the local tier from a remote hit. A remote
-// error is a miss (counted in TieredStats.RemoteErrors).
-func (t *Tiered) Get(ctx context.Context, k Key) (Object, bool, error) {
+// error is a miss (counted in TierStats.RemoteErrors).
+func (t *Cache) Get(ctx context.Context, k progcache.Key) (progcache.Object, bool, error) {
 	if t.closed.Load() {
-		return Object{}, false, t.errClosed()
+		return progcache.Object{}, false, t.errClosed()
 	}
 	obj, ok, err := t.local.Get(ctx, k)
 	if err != nil {
-		return Object{}, false, err
+		return progcache.Object{}, false, err
 	}
 	if ok {
 		t.st.localHits.Add(1)
@@ -221,11 +226,11 @@ func (t *Tiered) Get(ctx context.Context, k Key) (Object, bool, error) {
 // View lends fn the object stored under k (see Viewer): through the local
 // tier's View when it is a Viewer, and otherwise as ViewFrom does; after
 // a local miss, the object from the remote tier, backfilled as Get does.
-func (t *Tiered) View(ctx context.Context, k Key, fn func(View) error) (bool, error) {
+func (t *Cache) View(ctx context.Context, k progcache.Key, fn func(progcache.View) error) (bool, error) {
 	if t.closed.Load() {
 		return false, t.errClosed()
 	}
-	ok, err := ViewFrom(ctx, t.local, k, fn)
+	ok, err := progcache.ViewFrom(ctx, t.local, k, fn)
 	if ok {
 		t.st.localHits.Add(1)
 	}
@@ -236,19 +241,19 @@ func (t *Tiered) View(ctx context.Context, k Key, fn func(View) error) (bool, er
 	if !ok || err != nil {
 		return ok, err
 	}
-	return true, fn(ViewOf(obj))
+	return true, fn(progcache.ViewOf(obj))
 }
 
 // getRemote is a lookup's remote half, after a local miss: it counts the
 // remote hit or the miss.
-func (t *Tiered) getRemote(ctx context.Context, k Key) (Object, bool, error) {
+func (t *Cache) getRemote(ctx context.Context, k progcache.Key) (progcache.Object, bool, error) {
 	obj, ok, err := t.peekRemote(ctx, k)
 	switch {
 	case err != nil:
-		return Object{}, false, err
+		return progcache.Object{}, false, err
 	case !ok:
 		t.st.misses.Add(1)
-		return Object{}, false, nil
+		return progcache.Object{}, false, nil
 	}
 	t.st.remoteHits.Add(1)
 	return obj, true, nil
@@ -258,14 +263,14 @@ func (t *Tiered) getRemote(ctx context.Context, k Key) (Object, bool, error) {
 // from a hit, and counts no lookup (getRemote does, for Get and View). A
 // remote error is a miss, counted in RemoteErrors, as the remote tier
 // fails open; only ctx's own error is returned.
-func (t *Tiered) peekRemote(ctx context.Context, k Key) (Object, bool, error) {
+func (t *Cache) peekRemote(ctx context.Context, k progcache.Key) (progcache.Object, bool, error) {
 	obj, ok, err := t.remote.Get(ctx, k)
 	if err != nil {
 		if ctx.Err() != nil {
-			return Object{}, false, ctx.Err()
+			return progcache.Object{}, false, ctx.Err()
 		}
 		t.st.remoteErrors.Add(1)
-		return Object{}, false, nil
+		return progcache.Object{}, false, nil
 	}
 	if ok {
 		t.backfill(ctx, k, obj)
@@ -275,7 +280,7 @@ func (t *Tiered) peekRemote(ctx context.Context, k Key) (Object, bool, error) {
 
 // backfill puts a remote hit into the local tier; a failure is counted,
 // as the object is served all the same.
-func (t *Tiered) backfill(ctx context.Context, k Key, obj Object) {
+func (t *Cache) backfill(ctx context.Context, k progcache.Key, obj progcache.Object) {
 	if err := t.local.Put(ctx, k, obj); err != nil {
 		t.st.backfillFailed.Add(1)
 		return
@@ -284,10 +289,10 @@ func (t *Tiered) backfill(ctx context.Context, k Key, obj Object) {
 }
 
 // Put stores obj under k in the local tier and returns its error, and
-// queues the remote put (with SyncRemotePut, makes it; see TieredOptions).
+// queues the remote put (with SyncRemotePut, makes it; see Options).
 // The remote put is dropped (counted) when the queue is full; its failure
 // is counted, never returned.
-func (t *Tiered) Put(ctx context.Context, k Key, obj Object) error {
+func (t *Cache) Put(ctx context.Context, k progcache.Key, obj progcache.Object) error {
 	if t.closed.Load() {
 		return t.errClosed()
 	}
@@ -296,12 +301,12 @@ func (t *Tiered) Put(ctx context.Context, k Key, obj Object) error {
 
 // put is Put, with the remote put made before it returns when syncRemote
 // is set.
-func (t *Tiered) put(ctx context.Context, k Key, obj Object, syncRemote bool) error {
+func (t *Cache) put(ctx context.Context, k progcache.Key, obj progcache.Object, syncRemote bool) error {
 	err := t.local.Put(ctx, k, obj)
 	if err == nil {
 		t.st.puts.Add(1)
 	}
-	if ctx.Err() != nil || errors.Is(err, ErrClosed) {
+	if ctx.Err() != nil || errors.Is(err, progcache.ErrClosed) {
 		return err
 	}
 	if syncRemote {
@@ -313,7 +318,7 @@ func (t *Tiered) put(ctx context.Context, k Key, obj Object, syncRemote bool) er
 }
 
 // putRemote puts obj into the remote tier now, counting the outcome.
-func (t *Tiered) putRemote(ctx context.Context, k Key, obj Object) {
+func (t *Cache) putRemote(ctx context.Context, k progcache.Key, obj progcache.Object) {
 	if err := t.remote.Put(ctx, k, obj); err != nil {
 		t.st.remotePutFailed.Add(1)
 		return
@@ -324,7 +329,7 @@ func (t *Tiered) putRemote(ctx context.Context, k Key, obj Object) {
 // Delete removes k from both tiers, after dropping k's queued remote puts
 // and waiting for those under way. An absent key is not an error; a
 // remote error is returned, since the entry may still be there.
-func (t *Tiered) Delete(ctx context.Context, k Key) error {
+func (t *Cache) Delete(ctx context.Context, k progcache.Key) error {
 	if t.closed.Load() {
 		return t.errClosed()
 	}
@@ -336,7 +341,7 @@ func (t *Tiered) Delete(ctx context.Context, k Key) error {
 	}
 	if err := t.remote.Delete(ctx, k); err != nil {
 		t.st.remoteErrors.Add(1)
-		return fmt.Errorf("progcache: tiered cache: delete from the remote tier: %w", err)
+		return fmt.Errorf("tiered: delete from the remote tier: %w", err)
 	}
 	return nil
 }
@@ -345,7 +350,7 @@ func (t *Tiered) Delete(ctx context.Context, k Key) error {
 // remote puts and waiting for those under way. The remote tier is shared:
 // this empties it for every machine that uses it. A remote error is
 // returned.
-func (t *Tiered) Clear(ctx context.Context) error {
+func (t *Cache) Clear(ctx context.Context) error {
 	if t.closed.Load() {
 		return t.errClosed()
 	}
@@ -357,14 +362,14 @@ func (t *Tiered) Clear(ctx context.Context) error {
 	}
 	if err := t.remote.Clear(ctx); err != nil {
 		t.st.remoteErrors.Add(1)
-		return fmt.Errorf("progcache: tiered cache: clear the remote tier: %w", err)
+		return fmt.Errorf("tiered: clear the remote tier: %w", err)
 	}
 	return nil
 }
 
 // Len returns the number of entries in the local tier: those this machine
 // holds. The remote tier's own Len counts the shared ones.
-func (t *Tiered) Len(ctx context.Context) (int, error) {
+func (t *Cache) Len(ctx context.Context) (int, error) {
 	if t.closed.Load() {
 		return 0, t.errClosed()
 	}
@@ -372,8 +377,8 @@ func (t *Tiered) Len(ctx context.Context) (int, error) {
 }
 
 // Stats returns this cache's lookups and puts and the local tier's
-// contents and other counters (see Tiered).
-func (t *Tiered) Stats() Stats {
+// contents and other counters (see Cache).
+func (t *Cache) Stats() progcache.Stats {
 	s := t.local.Stats()
 	s.Hits = t.st.localHits.Load() + t.st.remoteHits.Load()
 	s.Misses = t.st.misses.Load()
@@ -381,15 +386,15 @@ func (t *Tiered) Stats() Stats {
 	return s
 }
 
-// TieredStats are a Tiered cache's counters, beside each tier's own Stats.
+// TierStats are a tiered cache's counters, beside each tier's own Stats.
 // Every count is of events since the cache was made.
-type TieredStats struct {
+type TierStats struct {
 	// Local and Remote are the tiers' own Stats. Their hits and misses
-	// include the lookups Tiered makes for its own ends (backfills,
+	// include the lookups Cache makes for its own ends (backfills,
 	// looking again before a compile, polling while another machine
 	// holds a lease).
-	Local  Stats `json:"local"`
-	Remote Stats `json:"remote"`
+	Local  progcache.Stats `json:"local"`
+	Remote progcache.Stats `json:"remote"`
 
 	// Lookups by Get and View: served by the local tier, served by the
 	// remote tier after a local miss, or missed by both (a remote error
@@ -433,7 +438,7 @@ type TieredStats struct {
 	LeaseReleaseErrors int64 `json:"lease_release_errors"`
 }
 
-// tieredCounters are TieredStats' event counters.
+// tieredCounters are TierStats' event counters.
 type tieredCounters struct {
 	localHits, remoteHits, misses, puts       atomic.Int64
 	backfills, backfillFailed, remoteErrors   atomic.Int64
@@ -446,9 +451,9 @@ type tieredCounters struct {
 
 // TierStats returns the counters of both tiers and of the traffic between
 // them. It keeps answering after Close.
-func (t *Tiered) TierStats() TieredStats {
+func (t *Cache) TierStats() TierStats {
 	c := &t.st
-	return TieredStats{
+	return TierStats{
 		Local:              t.local.Stats(),
 		Remote:             t.remote.Stats(),
 		LocalHits:          c.localHits.Load(),
@@ -478,7 +483,7 @@ func (t *Tiered) TierStats() TieredStats {
 // both tiers, returning their errors. It leaves the Leaser open. A
 // GetOrCompile waiting for another machine's lease stops waiting with
 // ErrClosed. Close is idempotent; Stats and TierStats keep answering.
-func (t *Tiered) Close() error {
+func (t *Cache) Close() error {
 	first := false
 	var err error
 	t.closeOnce.Do(func() {

@@ -1,12 +1,12 @@
-package progcache
+package tiered
 
-// GetOrCompile on a Tiered cache: compile once across machines.
+// GetOrCompile on a tiered cache: compile once across machines.
 //
-// The Group (group.go) makes callers in this process compile a key once;
+// The Group (progcache's group.go) makes callers in this process compile a key once;
 // the local tier's cross-process lock (FileStream's lock files) makes the
 // processes that share it do the same. Machines with separate local
 // caches share only the remote tier, so the leader that holds both takes
-// a third lock beside it: the key's lease from TieredOptions.Leaser.
+// a third lock beside it: the key's lease from Options.Leaser.
 //
 // A machine that finds the lease held waits, polling the remote tier for
 // the holder's entry with a backoff (5 ms doubling to 200 ms), and tries
@@ -24,6 +24,8 @@ package progcache
 import (
 	"context"
 	"time"
+
+	"github.com/accelkit/accelkit/progcache"
 )
 
 const (
@@ -41,16 +43,19 @@ const (
 // cross-process lock, then k's lease, looking at both tiers again once it
 // holds them; and it stores the object, in the remote tier before the
 // lease is released.
-func (t *Tiered) LeadCompile(ctx context.Context, k Key, compile CompileFunc) (Object, error) {
-	unlock, hit, err := LockForCompile(ctx, t.local, k)
-	if err != nil || hit != nil {
-		return derefHit(hit), err
+func (t *Cache) LeadCompile(ctx context.Context, k progcache.Key, compile progcache.CompileFunc) (progcache.Object, error) {
+	unlock, hit, err := progcache.LockForCompile(ctx, t.local, k)
+	if err != nil {
+		return progcache.Object{}, err
+	}
+	if hit != nil {
+		return *hit, nil
 	}
 	defer unlock()
 
 	var lease Lease
 	if t.opts.Leaser != nil {
-		var obj Object
+		var obj progcache.Object
 		var ok bool
 		lease, obj, ok, err = t.acquire(ctx, k)
 		if err != nil || ok {
@@ -66,11 +71,11 @@ func (t *Tiered) LeadCompile(ctx context.Context, k Key, compile CompileFunc) (O
 	}
 	obj, err := compile(ctx)
 	if err != nil {
-		return Object{}, err
+		return progcache.Object{}, err
 	}
 	// Under a lease the remote put is made now: waiters elsewhere look
 	// for the entry there once the lease is released (deferred above).
-	if err := t.put(ctx, k, obj, lease != nil || t.opts.SyncRemotePut); err != nil && !CannotStore(err) {
+	if err := t.put(ctx, k, obj, lease != nil || t.opts.SyncRemotePut); err != nil && !progcache.CannotStore(err) {
 		return obj, err
 	}
 	return obj, nil
@@ -78,7 +83,7 @@ func (t *Tiered) LeadCompile(ctx context.Context, k Key, compile CompileFunc) (O
 
 // peek looks k up in both tiers without counting a lookup, backfilling
 // the local tier from a remote hit. A remote error is a miss.
-func (t *Tiered) peek(ctx context.Context, k Key) (Object, bool, error) {
+func (t *Cache) peek(ctx context.Context, k progcache.Key) (progcache.Object, bool, error) {
 	if obj, ok, err := t.peekLocal(ctx, k); err != nil || ok {
 		return obj, ok, err
 	}
@@ -86,9 +91,9 @@ func (t *Tiered) peek(ctx context.Context, k Key) (Object, bool, error) {
 }
 
 // peekLocal looks k up in the local tier without counting a lookup of
-// Tiered's (nor a miss of the local tier's, when it can: FileStream).
-func (t *Tiered) peekLocal(ctx context.Context, k Key) (Object, bool, error) {
-	if pl, ok := t.local.(ProcessLocker); ok {
+// Cache's (nor a miss of the local tier's, when it can: FileStream).
+func (t *Cache) peekLocal(ctx context.Context, k progcache.Key) (progcache.Object, bool, error) {
+	if pl, ok := t.local.(progcache.ProcessLocker); ok {
 		return pl.Peek(ctx, k)
 	}
 	return t.local.Get(ctx, k)
@@ -99,13 +104,13 @@ func (t *Tiered) peekLocal(ctx context.Context, k Key) (Object, bool, error) {
 // tier while waiting; or neither, when the compile is to run without the
 // lease (the Leaser failed, or the wait ran past LeaseWait); or ctx's
 // error, or ErrClosed when the cache closes meanwhile.
-func (t *Tiered) acquire(ctx context.Context, k Key) (Lease, Object, bool, error) {
+func (t *Cache) acquire(ctx context.Context, k progcache.Key) (Lease, progcache.Object, bool, error) {
 	lease, held, err := t.askLease(ctx, k)
 	if err != nil || !held {
 		if lease != nil {
 			t.st.leaseAcquired.Add(1)
 		}
-		return lease, Object{}, false, err
+		return lease, progcache.Object{}, false, err
 	}
 
 	t.st.leaseWaited.Add(1)
@@ -119,12 +124,12 @@ func (t *Tiered) acquire(ctx context.Context, k Key) (Lease, Object, bool, error
 	for wait := leasePollMin; ; {
 		select {
 		case <-ctx.Done():
-			return nil, Object{}, false, ctx.Err()
+			return nil, progcache.Object{}, false, ctx.Err()
 		case <-t.closing:
-			return nil, Object{}, false, t.errClosed()
+			return nil, progcache.Object{}, false, t.errClosed()
 		case <-deadline.C:
 			t.st.leaseWaitTimeouts.Add(1)
-			return nil, Object{}, false, nil
+			return nil, progcache.Object{}, false, nil
 		case <-poll.C:
 		}
 		obj, ok, err := t.peekRemote(ctx, k)
@@ -139,7 +144,7 @@ func (t *Tiered) acquire(ctx context.Context, k Key) (Lease, Object, bool, error
 			if lease != nil {
 				t.st.leaseTakenOver.Add(1)
 			}
-			return lease, Object{}, false, err
+			return lease, progcache.Object{}, false, err
 		}
 		wait = min(2*wait, leasePollMax)
 		poll.Reset(wait)
@@ -150,7 +155,7 @@ func (t *Tiered) acquire(ctx context.Context, k Key) (Lease, Object, bool, error
 // held, when another holder has it; or neither, when the Leaser could not
 // be asked (counted: the compile goes ahead without a lease). Only ctx's
 // error is returned.
-func (t *Tiered) askLease(ctx context.Context, k Key) (lease Lease, held bool, err error) {
+func (t *Cache) askLease(ctx context.Context, k progcache.Key) (lease Lease, held bool, err error) {
 	lease, err = t.opts.Leaser.Acquire(ctx, k)
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -164,7 +169,7 @@ func (t *Tiered) askLease(ctx context.Context, k Key) (lease Lease, held bool, e
 
 // release gives lease up, even when ctx has ended, counting a failure:
 // an unreleased lease expires on its own.
-func (t *Tiered) release(ctx context.Context, lease Lease) {
+func (t *Cache) release(ctx context.Context, lease Lease) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseReleaseTimeout)
 	defer cancel()
 	if err := lease.Release(rctx); err != nil {

@@ -1,6 +1,6 @@
-package progcache
+package tiered
 
-// Tiered.Prefetch: a warm start. A machine that joins a fleet (a new CI
+// Cache.Prefetch: a warm start. A machine that joins a fleet (a new CI
 // runner, an inference server scaled out) knows the programs it will
 // need; fetching them from the remote tier one lookup at a time costs a
 // round trip each, so a remote tier that can fetch many keys in few round
@@ -9,17 +9,19 @@ package progcache
 import (
 	"context"
 	"fmt"
+
+	"github.com/accelkit/accelkit/progcache"
 )
 
 // Prefetcher is a remote tier that fetches many keys in few round trips.
-// Tiered.Prefetch uses it when its remote tier has it.
+// Cache.Prefetch uses it when its remote tier has it.
 type Prefetcher interface {
 	// Prefetch looks keys up and calls fn, on the calling goroutine, with
 	// each object found, which fn may keep; keys it does not find are
 	// skipped. It returns the number of objects given to fn, and stops at
 	// fn's first error, returned as is, or at the first failure of its
 	// own.
-	Prefetch(ctx context.Context, keys []Key, fn func(Key, Object) error) (int, error)
+	Prefetch(ctx context.Context, keys []progcache.Key, fn func(progcache.Key, progcache.Object) error) (int, error)
 }
 
 // Prefetch warms the local tier with keys: those it does not hold are
@@ -33,11 +35,11 @@ type Prefetcher interface {
 // may want to know it was cut short. The cache works all the same: later
 // lookups go to the remote tier key by key. Keys absent from both tiers
 // are skipped; Prefetch counts no lookups in Stats.
-func (t *Tiered) Prefetch(ctx context.Context, keys []Key) (int, error) {
+func (t *Cache) Prefetch(ctx context.Context, keys []progcache.Key) (int, error) {
 	if t.closed.Load() {
 		return 0, t.errClosed()
 	}
-	var want []Key
+	var want []progcache.Key
 	for _, k := range keys {
 		_, ok, err := t.peekLocal(ctx, k)
 		if err != nil {
@@ -48,7 +50,7 @@ func (t *Tiered) Prefetch(ctx context.Context, keys []Key) (int, error) {
 		}
 	}
 	stored := 0
-	keep := func(k Key, obj Object) error {
+	keep := func(k progcache.Key, obj progcache.Object) error {
 		if err := t.local.Put(ctx, k, obj); err != nil {
 			if ctx.Err() != nil || t.closed.Load() {
 				return err
@@ -63,7 +65,7 @@ func (t *Tiered) Prefetch(ctx context.Context, keys []Key) (int, error) {
 	if p, ok := t.remote.(Prefetcher); ok {
 		if _, err := p.Prefetch(ctx, want, keep); err != nil {
 			t.st.remoteErrors.Add(1)
-			return stored, fmt.Errorf("progcache: tiered cache: prefetch %d keys from the remote tier: %w", len(want), err)
+			return stored, fmt.Errorf("tiered: prefetch %d keys from the remote tier: %w", len(want), err)
 		}
 		return stored, nil
 	}
@@ -71,7 +73,7 @@ func (t *Tiered) Prefetch(ctx context.Context, keys []Key) (int, error) {
 		obj, ok, err := t.remote.Get(ctx, k)
 		if err != nil {
 			t.st.remoteErrors.Add(1)
-			return stored, fmt.Errorf("progcache: tiered cache: prefetch %s from the remote tier: %w", k, err)
+			return stored, fmt.Errorf("tiered: prefetch %s from the remote tier: %w", k, err)
 		}
 		if !ok {
 			continue

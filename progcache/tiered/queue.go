@@ -1,6 +1,6 @@
-package progcache
+package tiered
 
-// Tiered's remote puts: a bounded queue and the workers that drain it.
+// Cache's remote puts: a bounded queue and the workers that drain it.
 //
 // A compile must not wait for the network, so Put hands the remote put to
 // a queue and returns. The queue is bounded: when the remote tier is slow
@@ -18,12 +18,14 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/accelkit/accelkit/progcache"
 )
 
-// putJob is one queued remote put; obj is Tiered's own copy.
+// putJob is one queued remote put; obj is Cache's own copy.
 type putJob struct {
-	k   Key
-	obj Object
+	k   progcache.Key
+	obj progcache.Object
 }
 
 // putsUnderWay are the remote puts of one key that workers are making:
@@ -33,7 +35,7 @@ type putsUnderWay struct {
 	done chan struct{}
 }
 
-// putQueue is Tiered's queue of remote puts. A nil *putQueue (a Tiered
+// putQueue is Cache's queue of remote puts. A nil *putQueue (a Cache
 // with SyncRemotePut) is an empty queue that takes nothing.
 //
 // Locking: mu guards jobs, busy and closed, and cond (on mu) wakes the
@@ -41,7 +43,7 @@ type putsUnderWay struct {
 // limit, st, ctx and stop are set before the workers start and never
 // change; wg counts the workers.
 type putQueue struct {
-	remote Cache
+	remote progcache.Cache
 	limit  int
 	st     *tieredCounters
 	ctx    context.Context // the workers' puts; cancelled when Close's drain time runs out
@@ -50,15 +52,15 @@ type putQueue struct {
 
 	mu     sync.Mutex
 	cond   sync.Cond
-	jobs   []putJob              // FIFO
-	busy   map[Key]*putsUnderWay // keys whose puts workers are making
+	jobs   []putJob                        // FIFO
+	busy   map[progcache.Key]*putsUnderWay // keys whose puts workers are making
 	closed bool
 }
 
 // newPutQueue starts workers goroutines that drain a queue of at most
 // limit puts into remote.
-func newPutQueue(remote Cache, limit, workers int, st *tieredCounters) *putQueue {
-	q := &putQueue{remote: remote, limit: limit, st: st, busy: map[Key]*putsUnderWay{}}
+func newPutQueue(remote progcache.Cache, limit, workers int, st *tieredCounters) *putQueue {
+	q := &putQueue{remote: remote, limit: limit, st: st, busy: map[progcache.Key]*putsUnderWay{}}
 	q.cond.L = &q.mu
 	q.ctx, q.stop = context.WithCancel(context.Background())
 	for range workers {
@@ -69,7 +71,7 @@ func newPutQueue(remote Cache, limit, workers int, st *tieredCounters) *putQueue
 
 // push queues a remote put of obj under k, or drops it (counted) when the
 // queue is full or closed. It never blocks on the remote tier.
-func (q *putQueue) push(k Key, obj Object) {
+func (q *putQueue) push(k progcache.Key, obj progcache.Object) {
 	q.mu.Lock()
 	if q.closed || len(q.jobs) >= q.limit {
 		q.mu.Unlock()
@@ -123,7 +125,7 @@ func (q *putQueue) work() {
 // cancel takes the queued puts of *k (of every key when k is nil) out of
 // the queue, counted as cancelled, and waits, honouring ctx, for those
 // that workers are making.
-func (q *putQueue) cancel(ctx context.Context, k *Key) error {
+func (q *putQueue) cancel(ctx context.Context, k *progcache.Key) error {
 	if q == nil {
 		return nil
 	}
