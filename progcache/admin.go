@@ -8,7 +8,7 @@ import (
 )
 
 // Admin is a Cache that can be inspected and maintained: what the
-// progcache command uses. FileStream and the bolt package's Cache are
+// progcache command uses. filestream.Cache and bolt.Cache are
 // Admins, and progcache/cachetest checks this contract on every cache that
 // is one. Like Cache's, these methods return an error wrapping ErrClosed
 // after Close.
@@ -39,7 +39,7 @@ type EntryInfo struct {
 	Key Key `json:"key"`
 	// Size is the stored record's size in bytes.
 	Size int64 `json:"size"`
-	// Used is the entry's last use as the cache records it (FileStream: the
+	// Used is the entry's last use as the cache records it (filestream: the
 	// file's mtime, refreshed at most once a minute; Bolt: the access
 	// time).
 	Used time.Time `json:"used"`

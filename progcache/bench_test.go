@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/bolt"
 	"github.com/accelkit/accelkit/progcache/cachetest"
+	"github.com/accelkit/accelkit/progcache/filestream"
 	"github.com/accelkit/accelkit/progcache/tiered"
 )
 
@@ -29,7 +31,7 @@ type benchBackend struct {
 func benchBackends() []benchBackend {
 	fsOpen := func(sync bool) func(b *testing.B) progcache.Cache {
 		return func(b *testing.B) progcache.Cache {
-			c, err := progcache.OpenFileStream(b.TempDir(), progcache.FileStreamOptions{Sync: sync})
+			c, err := filestream.Open(b.TempDir(), filestream.Options{Sync: sync})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -146,7 +148,7 @@ func BenchmarkGetOrCompileCC(b *testing.B) {
 		b.Skip("no system cc")
 	}
 	ctx := context.Background()
-	c, err := progcache.OpenFileStream(b.TempDir(), progcache.FileStreamOptions{})
+	c, err := filestream.Open(b.TempDir(), filestream.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -241,51 +243,6 @@ func BenchmarkBaseline(b *testing.B) {
 
 func blake2bSum(b []byte) [32]byte { return blake2b.Sum256(b) }
 
-// fileStreamEntry opens a FileStream in a temporary directory (closed
-// when b ends) holding one 64 KiB entry, and returns its key and the path
-// of its file.
-func fileStreamEntry(b *testing.B) (*progcache.FileStream, progcache.Key, string) {
-	dir := b.TempDir()
-	c, err := progcache.OpenFileStream(dir, progcache.FileStreamOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { c.Close() })
-	k := cachetest.KeyN(1)
-	if err := c.Put(context.Background(), k, cachetest.ObjectN(1, benchSize)); err != nil {
-		b.Fatal(err)
-	}
-	return c, k, filepath.Join(dir, "entries", k.String()[:2], k.String())
-}
-
-// BenchmarkFileStreamGetVsReadFile times a FileStream hit and a plain
-// os.ReadFile of the same entry file alternately in one loop, so both see
-// the same machine load, and reports the hit's cost over the bare read.
-func BenchmarkFileStreamGetVsReadFile(b *testing.B) {
-	ctx := context.Background()
-	c, k, p := fileStreamEntry(b)
-	var get, read time.Duration
-	n := 0
-	b.SetBytes(benchSize)
-	for b.Loop() {
-		t0 := time.Now()
-		if _, ok, err := c.Get(ctx, k); !ok || err != nil {
-			b.Fatal("miss", err)
-		}
-		t1 := time.Now()
-		if _, err := os.ReadFile(p); err != nil {
-			b.Fatal(err)
-		}
-		get += t1.Sub(t0)
-		read += time.Since(t1)
-		n++
-	}
-	b.ReportMetric(float64(get.Nanoseconds())/float64(n), "get-ns/op")
-	b.ReportMetric(float64(read.Nanoseconds())/float64(n), "readfile-ns/op")
-	b.ReportMetric(float64(get-read)/float64(n), "extra-ns/op")
-	b.ReportMetric(float64(get)/float64(read), "get/readfile")
-}
-
 // BenchmarkTieredGetLocalHit times a Tiered cache's Get of an entry it
 // backfilled from its remote tier (so a local hit) against a Get of the
 // same entry from the local tier alone, the baseline, in batches of 64
@@ -323,18 +280,18 @@ func BenchmarkTieredGetLocalHit(b *testing.B) {
 				}
 				return time.Since(t0)
 			}
-			var tiered, alone time.Duration
+			var viaTiered, alone time.Duration
 			b.SetBytes(benchSize * batch)
 			first := true
 			for b.Loop() {
 				// Each goes first every other round: the second of a
 				// pair pays for the garbage of the first (filestream).
 				if first {
-					tiered += get(c, "tiered")
+					viaTiered += get(c, "tiered")
 					alone += get(local, "local")
 				} else {
 					alone += get(local, "local")
-					tiered += get(c, "tiered")
+					viaTiered += get(c, "tiered")
 				}
 				first = !first
 			}
@@ -342,9 +299,39 @@ func BenchmarkTieredGetLocalHit(b *testing.B) {
 				b.Fatalf("hits after the backfill went to the remote tier: %+v", s)
 			}
 			n := float64(b.N * batch)
-			b.ReportMetric(float64(tiered.Nanoseconds())/n, "tiered-ns/get")
+			b.ReportMetric(float64(viaTiered.Nanoseconds())/n, "tiered-ns/get")
 			b.ReportMetric(float64(alone.Nanoseconds())/n, "local-ns/get")
-			b.ReportMetric(float64(tiered)/float64(alone), "tiered/local")
+			b.ReportMetric(float64(viaTiered)/float64(alone), "tiered/local")
+		})
+	}
+}
+
+// BenchmarkView measures a 64 KiB View hit on each backend with
+// -benchmem's allocation count (goal: 0 allocs/op on memory and bolt).
+func BenchmarkView(b *testing.B) {
+	ctx := context.Background()
+	for _, be := range benchBackends() {
+		b.Run(be.name, func(b *testing.B) {
+			c := be.open(b)
+			defer c.Close()
+			k := cachetest.KeyN(1)
+			if err := c.Put(ctx, k, cachetest.ObjectN(1, benchSize)); err != nil {
+				b.Fatal(err)
+			}
+			v := c.(progcache.Viewer)
+			if strings.HasPrefix(be.name, "filestream") {
+				time.Sleep(2100 * time.Millisecond) // past the racy window (filestream's BenchmarkFileStreamViewVsPread)
+			}
+			var sum int
+			fn := func(v progcache.View) error { sum += len(v.Code()); return nil }
+			v.View(ctx, k, fn)
+			b.ReportAllocs()
+			b.SetBytes(benchSize)
+			for b.Loop() {
+				if ok, err := v.View(ctx, k, fn); !ok || err != nil {
+					b.Fatal("miss", err)
+				}
+			}
 		})
 	}
 }

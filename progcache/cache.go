@@ -6,8 +6,6 @@ package progcache
 
 import (
 	"context"
-
-	"github.com/accelkit/accelkit/progcache/internal/counters"
 )
 
 // Cache stores compiled objects by key. Implementations in this module are
@@ -49,15 +47,4 @@ type Stats struct {
 	TooLarge   int64 `json:"too_large"`
 	Corrupt    int64 `json:"corrupt"`    // corrupt, foreign or tampered entries removed
 	Unreadable int64 `json:"unreadable"` // entries of another configuration, kept (also counted in Misses)
-}
-
-// counterSet returns s's event counters in their persistent order
-// (internal/counters); withCounters sets them.
-func (s Stats) counterSet() counters.Set {
-	return counters.Set{s.Hits, s.Misses, s.Puts, s.Evictions, s.TooLarge, s.Corrupt, s.Unreadable}
-}
-
-func (s Stats) withCounters(c counters.Set) Stats {
-	s.Hits, s.Misses, s.Puts, s.Evictions, s.TooLarge, s.Corrupt, s.Unreadable = c[0], c[1], c[2], c[3], c[4], c[5], c[6]
-	return s
 }

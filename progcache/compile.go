@@ -4,12 +4,14 @@ package progcache
 //
 // The in-process half, one compile per key however many callers miss at
 // once, is Group (group.go); every cache of this module carries one. The
-// cross-process half is FileStream's: its Group's leader first takes a
-// per-key lock file (filestream_lock.go), so callers in other processes
-// wait for that compile too, and looks at the cache again once it holds
-// the lock, since a peer may have stored the object meanwhile. A Tiered
-// cache leads its flights itself (tiered_compile.go): its local tier's
-// lock, then a lease that machines share.
+// rest is capabilities a cache may have, found by type assertion, so a
+// cache of any package can join: a ProcessLocker (progcache/filestream's
+// per-key lock files, filestream/lock.go) makes callers in other processes
+// wait for its Group leader's compile too, and the leader looks at the
+// cache again once it holds the lock, since a peer may have stored the
+// object meanwhile; a CompileLeader (progcache/tiered, tiered/compile.go)
+// leads its flights itself: its local tier's lock, then a lease that
+// machines share.
 
 import (
 	"context"
@@ -22,7 +24,7 @@ import (
 type CompileFunc func(ctx context.Context) (Object, error)
 
 // Grouped is a Cache that carries the Group that GetOrCompile uses for
-// it. Memory, FileStream and the bolt package's Cache are Grouped; a cache
+// it. Memory, filestream.Cache, bolt.Cache and tiered.Cache are Grouped; a cache
 // of your own can be, by holding a Group and returning it.
 type Grouped interface {
 	Cache
@@ -33,8 +35,9 @@ type Grouped interface {
 // GetOrCompile returns the object cached under k, or runs compile, stores
 // its result and returns it, through c's own Group: concurrent callers of
 // one key on one cache run compile once and share its result; on a
-// FileStream, so do callers in other processes, and on a Tiered cache
-// with a Leaser, callers on other machines. Errors are not cached: a
+// ProcessLocker (filestream.Cache), so do callers in other processes,
+// and on a CompileLeader (tiered.Cache with a Leaser), callers on other
+// machines. Errors are not cached: a
 // failed compile is retried by the next call. When the cache cannot store
 // the object (over its byte cap, read-only, a read-only or full
 // filesystem, no permission, something foreign at the entry's path) it is

@@ -15,6 +15,7 @@ import (
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/bolt"
 	"github.com/accelkit/accelkit/progcache/cachetest"
+	"github.com/accelkit/accelkit/progcache/filestream"
 )
 
 // caches returns one fresh cache of each backend, each with its Group.
@@ -23,7 +24,7 @@ func caches(t *testing.T, maxBytes int64) map[string]progcache.Grouped {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fsc, err := progcache.OpenFileStream(t.TempDir(), progcache.FileStreamOptions{MaxBytes: maxBytes})
+	fsc, err := filestream.Open(t.TempDir(), filestream.Options{MaxBytes: maxBytes})
 	if err != nil {
 		t.Fatal(err)
 	}

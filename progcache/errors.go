@@ -46,7 +46,7 @@ var (
 	// ErrClosed, without progcache importing driver: see closedError.
 	ErrClosed error = closedError{}
 	// ErrReadOnly reports a change asked of a cache opened read-only
-	// (FileStreamOptions.ReadOnly, the bolt package's Options.ReadOnly), which never
+	// (filestream.Options.ReadOnly, bolt.Options.ReadOnly), which never
 	// changes anything on disk.
 	ErrReadOnly = errors.New("cache opened read-only")
 	// ErrNotCache reports a path that holds something other than a

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/accelkit/accelkit/progcache"
+	"github.com/accelkit/accelkit/progcache/filestream"
 )
 
 func ExampleMakeKey() {
@@ -48,22 +49,6 @@ func ExampleNewMemory() {
 	// Output: true cubin 4
 }
 
-func ExampleOpenFileStream() {
-	dir, _ := os.MkdirTemp("", "progcache")
-	defer os.RemoveAll(dir)
-	ctx := context.Background()
-	c, err := progcache.OpenFileStream(dir, progcache.FileStreamOptions{MaxBytes: 1 << 30})
-	if err != nil {
-		panic(err)
-	}
-	defer c.Close()
-	var k progcache.Key
-	c.Put(ctx, k, progcache.Object{Kind: "ptx", Name: "k.cu", Code: []byte(".version 8.0")})
-	obj, ok, _ := c.Get(ctx, k)
-	fmt.Println(ok, obj.Name, string(obj.Code))
-	// Output: true k.cu .version 8.0
-}
-
 func ExampleGetOrCompile() {
 	ctx := context.Background()
 	c, _ := progcache.NewMemory(progcache.MemoryOptions{})
@@ -89,7 +74,7 @@ func ExampleViewFrom() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "progcache-view-")
 	defer os.RemoveAll(dir)
-	c, err := progcache.OpenFileStream(dir, progcache.FileStreamOptions{})
+	c, err := filestream.Open(dir, filestream.Options{})
 	if err != nil {
 		panic(err)
 	}

@@ -55,8 +55,12 @@ const (
 	checkBlake2bMAC = 2
 	checkHMACSHA256 = 3
 
-	keyIDSize        = recordfmt.KeyIDSize
-	recordHeaderSize = recordfmt.KeyAt + KeySize
+	keyIDSize = recordfmt.KeyIDSize
+
+	// RecordHeaderSize is the length of a record's fixed header (magic,
+	// version, check kind, MAC key id and key), which CheckRecordHeader
+	// reads.
+	RecordHeaderSize = recordfmt.KeyAt + KeySize
 
 	// MaxKindLen bounds Object.Kind: a short format name.
 	MaxKindLen = 255
@@ -191,7 +195,7 @@ func (c *recordCheck) appendCode(b, code []byte) []byte {
 
 // RecordSize returns the encoded length of obj's record under o.
 func RecordSize(obj Object, o RecordOptions) int64 {
-	n := int64(recordHeaderSize + 2 + len(obj.Kind) + 2 + len(obj.Name) + 4 + 4 + 8 + len(obj.Code) + o.trailerSize())
+	n := int64(RecordHeaderSize + 2 + len(obj.Kind) + 2 + len(obj.Name) + 4 + 4 + 8 + len(obj.Code) + o.trailerSize())
 	for k, v := range obj.Symbols {
 		n += int64(2 + len(k) + 4 + len(v))
 	}
@@ -307,6 +311,16 @@ func ViewRecord(b []byte, o RecordOptions) (Key, View, error) {
 	return parseRecord(b, o, true)
 }
 
+// ViewVerifiedRecord is ViewRecord without the checksum or MAC, for a
+// backend that verified these very bytes before: progcache/filestream
+// skips the sum of a file whose identity is unchanged since it verified
+// it. The structure is still checked, so it never panics whatever b
+// holds, but damage inside the fields goes unnoticed: use ViewRecord for
+// bytes not known to be verified.
+func ViewVerifiedRecord(b []byte, o RecordOptions) (Key, View, error) {
+	return parseRecord(b, o, false)
+}
+
 // parseRecord checks a record's structure, and its checksum or MAC when
 // verify is set, and returns the stored key and a View whose fields alias
 // b. It allocates nothing for a CRC-32C record (a MAC record computes its
@@ -319,13 +333,13 @@ func parseRecord(b []byte, o RecordOptions, verify bool) (Key, View, error) {
 	}
 	ts := o.trailerSize()
 	mac := o.newMAC() // one keyed hash for the key id and the MAC
-	if len(b) < recordHeaderSize+ts {
-		if err := checkHeader(b, o, mac); err != nil && len(b) >= recordHeaderSize {
+	if len(b) < RecordHeaderSize+ts {
+		if err := checkHeader(b, o, mac); err != nil && len(b) >= RecordHeaderSize {
 			return k, View{}, err
 		}
 		return k, View{}, corruptf("record of %d bytes is shorter than the smallest record", len(b))
 	}
-	if err := checkHeader(b[:recordHeaderSize], o, mac); err != nil {
+	if err := checkHeader(b[:RecordHeaderSize], o, mac); err != nil {
 		return k, View{}, err
 	}
 	body, trailer := b[:len(b)-ts], b[len(b)-ts:]
@@ -340,8 +354,8 @@ func parseRecord(b []byte, o RecordOptions, verify bool) (Key, View, error) {
 			return k, View{}, corruptf("checksum mismatch")
 		}
 	}
-	copy(k[:], body[recordfmt.KeyAt:recordHeaderSize])
-	r := reader{b: body[recordHeaderSize:]}
+	copy(k[:], body[recordfmt.KeyAt:RecordHeaderSize])
+	r := reader{b: body[RecordHeaderSize:]}
 	var v View
 	v.kind = r.next(int(r.u16()))
 	v.name = r.next(int(r.u16()))
@@ -361,18 +375,19 @@ func parseRecord(b []byte, o RecordOptions, verify bool) (Key, View, error) {
 	return k, v, nil
 }
 
-// checkRecordHeader checks the fixed header (the first recordHeaderSize
+// CheckRecordHeader checks the fixed header (the first RecordHeaderSize
 // bytes) of a record against o: magic, version, check kind and MAC key id.
 // It tells a record this configuration cannot read (ErrUnreadable) from a
-// damaged or foreign one (ErrCorrupt) without reading the rest.
-func checkRecordHeader(h []byte, o RecordOptions) error {
+// damaged or foreign one (ErrCorrupt) without reading the rest, so that a
+// backend need not read a large record it cannot use.
+func CheckRecordHeader(h []byte, o RecordOptions) error {
 	return checkHeader(h, o, o.newMAC())
 }
 
-// checkHeader is checkRecordHeader with the keyed hash of o's MAC (nil
+// checkHeader is CheckRecordHeader with the keyed hash of o's MAC (nil
 // for CRC-32C), which it leaves reset for the record's MAC.
 func checkHeader(h []byte, o RecordOptions, mac hash.Hash) error {
-	if len(h) < recordHeaderSize {
+	if len(h) < RecordHeaderSize {
 		return corruptf("record of %d bytes is shorter than its header", len(h))
 	}
 	if string(h[:4]) != recordMagic {

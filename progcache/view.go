@@ -7,7 +7,7 @@ package progcache
 // fields): the allocation and the GC work it causes were most of what a
 // filestream hit cost beyond the file read. View lends the object to a
 // callback instead. The bytes it sees live in a buffer the cache reuses
-// (FileStream, bolt) or are the stored object itself (Memory), so a hit
+// (filestream, bolt) or are the stored object itself (Memory), so a hit
 // allocates nothing; fields are decoded only when asked for.
 
 import (
@@ -16,7 +16,7 @@ import (
 )
 
 // Viewer is a Cache that can lend a stored object to a callback without
-// copying it out. Memory, FileStream and bolt.Cache implement it; ViewFrom
+// copying it out. Memory, filestream.Cache and bolt.Cache implement it; ViewFrom
 // serves any Cache.
 //
 // View looks k up. On a hit it calls fn once with the object and returns
@@ -117,6 +117,12 @@ func (v View) Metadata(name string) (string, bool) {
 // Object returns a deep copy of the lent object, which outlives the
 // callback.
 func (v View) Object() Object { return v.object(true) }
+
+// ObjectSharingCode returns the lent object with its strings and maps
+// copied but its Code sharing the View's bytes, for a backend whose Get
+// reads each record into a fresh buffer it never reuses: it saves a copy
+// of the code. The bytes must then not change; use Object otherwise.
+func (v View) ObjectSharingCode() Object { return v.object(false) }
 
 // object returns the lent object; with clone false its Code aliases the
 // view's bytes (DecodeRecord's contract).

@@ -14,6 +14,7 @@ import (
 	"github.com/accelkit/accelkit/bench/report"
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/bolt"
+	"github.com/accelkit/accelkit/progcache/filestream"
 )
 
 // NamedCache is a progcache backend the suite measures, opened in dir.
@@ -29,10 +30,10 @@ func builtinCaches() []NamedCache {
 			return bolt.Open(filepath.Join(dir, "cache.bolt"), bolt.Options{})
 		}},
 		{"filestream", func(dir string) (progcache.Cache, error) {
-			return progcache.OpenFileStream(filepath.Join(dir, "fs"), progcache.FileStreamOptions{})
+			return filestream.Open(filepath.Join(dir, "fs"), filestream.Options{})
 		}},
 		{"filestream-sync", func(dir string) (progcache.Cache, error) {
-			return progcache.OpenFileStream(filepath.Join(dir, "fs-sync"), progcache.FileStreamOptions{Sync: true})
+			return filestream.Open(filepath.Join(dir, "fs-sync"), filestream.Options{Sync: true})
 		}},
 	}
 }
@@ -202,7 +203,7 @@ func viewHits(ctx context.Context, obj progcache.Object, n int) ([]Measurement, 
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	fsc, err := progcache.OpenFileStream(filepath.Join(dir, "fs"), progcache.FileStreamOptions{})
+	fsc, err := filestream.Open(filepath.Join(dir, "fs"), filestream.Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +273,7 @@ func getOrCompileCost(ctx context.Context, cc string) (miss, hit float64, err er
 		return 0, 0, err
 	}
 	defer os.RemoveAll(dir)
-	c, err := progcache.OpenFileStream(filepath.Join(dir, "cache"), progcache.FileStreamOptions{})
+	c, err := filestream.Open(filepath.Join(dir, "cache"), filestream.Options{})
 	if err != nil {
 		return 0, 0, err
 	}

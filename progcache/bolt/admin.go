@@ -15,17 +15,6 @@ import (
 	bbolt "go.etcd.io/bbolt"
 )
 
-// counterSet returns s's event counters in their persistent order
-// (internal/counters); withCounters sets them in s.
-func counterSet(s progcache.Stats) counters.Set {
-	return counters.Set{s.Hits, s.Misses, s.Puts, s.Evictions, s.TooLarge, s.Corrupt, s.Unreadable}
-}
-
-func withCounters(s progcache.Stats, c counters.Set) progcache.Stats {
-	s.Hits, s.Misses, s.Puts, s.Evictions, s.TooLarge, s.Corrupt, s.Unreadable = c[0], c[1], c[2], c[3], c[4], c[5], c[6]
-	return s
-}
-
 // Persistent counters: the meta bucket's "counters" record holds the hits,
 // misses, puts, evictions, too-large, corrupt and unreadable counts of
 // every session, as little-endian uint64s, so the CLI can report them like
@@ -46,7 +35,7 @@ func (c *Cache) flushCountersLocked(tx *bbolt.Tx) error {
 	if err != nil {
 		return err
 	}
-	t.Add(counterSet(c.stats), counterSet(c.flushed))
+	t.Add(counters.Of(c.stats), counters.Of(c.flushed))
 	if err := putValue(tx.Bucket(bucketMeta), keyCounters, t.Append(nil)); err != nil {
 		return err
 	}
@@ -69,8 +58,8 @@ func (c *Cache) Totals(ctx context.Context) (progcache.Stats, error) {
 			return progcache.Stats{}, err
 		}
 	}
-	sum.Add(counterSet(c.stats), counterSet(c.flushed))
-	t := withCounters(progcache.Stats{}, sum)
+	sum.Add(counters.Of(c.stats), counters.Of(c.flushed))
+	t := sum.Into(progcache.Stats{})
 	t.Entries, t.Bytes, t.MaxBytes = int64(c.lru.Len()), c.lru.Bytes(), c.opts.MaxBytes
 	return t, nil
 }
@@ -84,7 +73,7 @@ func (c *Cache) Prune(ctx context.Context, maxBytes int64) (int, error) {
 		return 0, err
 	}
 	if maxBytes < 0 {
-		return 0, fmt.Errorf("progcache: prune to %d bytes: want 0 or more: %w", maxBytes, progcache.ErrInvalidConfig)
+		return 0, fmt.Errorf("bolt: prune to %d bytes: want 0 or more: %w", maxBytes, progcache.ErrInvalidConfig)
 	}
 	var victims []progcache.Key
 	bytes := c.lru.Bytes()
@@ -109,7 +98,7 @@ func (c *Cache) Prune(ctx context.Context, maxBytes int64) (int, error) {
 		return 0, nil // the new file is empty
 	}
 	if err != nil {
-		return 0, fmt.Errorf("progcache: bolt prune: %w", err)
+		return 0, fmt.Errorf("bolt: prune: %w", err)
 	}
 	for _, v := range victims {
 		c.removeLocked(v)

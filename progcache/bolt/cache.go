@@ -4,7 +4,7 @@ package bolt
 //
 // The file holds three buckets: "meta" (the schema version record and the
 // counters of every session), "entries" (key -> entry record, the same
-// self-checking record FileStream writes) and "atime" (key -> last use,
+// self-checking record filestream writes) and "atime" (key -> last use,
 // 8-byte little-endian Unix nanoseconds). bbolt lets one process open a
 // file read-write at a time (it takes an exclusive flock), so while a Cache
 // is open it is the only writer and keeps the LRU order and byte total in
@@ -33,9 +33,10 @@ import (
 	"sync"
 	"time"
 
+	bbolt "go.etcd.io/bbolt"
+
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/internal/lru"
-	bbolt "go.etcd.io/bbolt"
 )
 
 const (
@@ -110,7 +111,7 @@ var (
 // Cache is a one-file cache on bbolt. It is safe for concurrent use by
 // goroutines of one process; only one process may open the file at a time
 // (others get ErrLocked), and the file must not live on a network
-// filesystem, whose locks bbolt cannot trust: use progcache.FileStream to
+// filesystem, whose locks bbolt cannot trust: use filestream.Cache to
 // share a cache between processes or hosts.
 type Cache struct {
 	// Locking: mu guards lru, pending, closed, broken, gen, stats, setAside and
@@ -152,10 +153,10 @@ type Cache struct {
 // that names it.
 func Open(path string, opts Options) (*Cache, error) {
 	if opts.MaxBytes < 0 {
-		return nil, fmt.Errorf("progcache: bolt.Options.MaxBytes %d: want 0 (no cap) or a positive byte count: %w", opts.MaxBytes, progcache.ErrInvalidConfig)
+		return nil, fmt.Errorf("bolt: Options.MaxBytes %d: want 0 (no cap) or a positive byte count: %w", opts.MaxBytes, progcache.ErrInvalidConfig)
 	}
 	if opts.Timeout < 0 {
-		return nil, fmt.Errorf("progcache: bolt.Options.Timeout %v: want 0 (DefaultTimeout) or a positive duration: %w", opts.Timeout, progcache.ErrInvalidConfig)
+		return nil, fmt.Errorf("bolt: Options.Timeout %v: want 0 (DefaultTimeout) or a positive duration: %w", opts.Timeout, progcache.ErrInvalidConfig)
 	}
 	if err := opts.Record.Validate(); err != nil {
 		return nil, err
@@ -194,7 +195,7 @@ func (c *Cache) enterLocked(ctx context.Context) error {
 		return err
 	}
 	if c.closed {
-		return fmt.Errorf("progcache: bolt file %s: %w", c.path, progcache.ErrClosed)
+		return fmt.Errorf("bolt: file %s: %w", c.path, progcache.ErrClosed)
 	}
 	return c.broken
 }
@@ -211,7 +212,7 @@ func (c *Cache) enterWriteLocked(ctx context.Context) error {
 // writable refuses a change to a read-only cache.
 func (c *Cache) writable() error {
 	if c.opts.ReadOnly {
-		return fmt.Errorf("progcache: bolt file %s: %w", c.path, progcache.ErrReadOnly)
+		return fmt.Errorf("bolt: file %s: %w", c.path, progcache.ErrReadOnly)
 	}
 	return nil
 }
@@ -219,7 +220,7 @@ func (c *Cache) writable() error {
 // keyMismatch is the corruption of a record found under another key than
 // the one it was stored under.
 func keyMismatch(stored, asked progcache.Key) error {
-	return fmt.Errorf("progcache: entry stored under key %s found under %s: %w", stored, asked, progcache.ErrCorrupt)
+	return fmt.Errorf("bolt: entry stored under key %s found under %s: %w", stored, asked, progcache.ErrCorrupt)
 }
 
 // Get reads k's record, copying it out of the read transaction, verifies
@@ -286,7 +287,7 @@ func (c *Cache) read(ctx context.Context, k progcache.Key, buf *[]byte, parse fu
 			c.stats.Misses++
 		}
 		if rebuilt, err := c.settleLocked(gen, err); !rebuilt {
-			return false, fmt.Errorf("progcache: bolt get %s: %w", k, err)
+			return false, fmt.Errorf("bolt: get %s: %w", k, err)
 		}
 		return false, nil
 	}
@@ -344,14 +345,14 @@ func (c *Cache) Put(ctx context.Context, k progcache.Key, obj progcache.Object) 
 	size := int64(len(rec))
 	if c.opts.MaxBytes > 0 && size > c.opts.MaxBytes {
 		c.stats.TooLarge++
-		return fmt.Errorf("progcache: entry of %d bytes, bolt cap %d bytes: %w", size, c.opts.MaxBytes, progcache.ErrTooLarge)
+		return fmt.Errorf("bolt: entry of %d bytes, bolt cap %d bytes: %w", size, c.opts.MaxBytes, progcache.ErrTooLarge)
 	}
 	rebuilt, err := c.putLocked(k, rec)
 	if rebuilt {
 		_, err = c.putLocked(k, rec)
 	}
 	if err != nil {
-		return fmt.Errorf("progcache: bolt put %s: %w", k, err)
+		return fmt.Errorf("bolt: put %s: %w", k, err)
 	}
 	return nil
 }
@@ -430,7 +431,7 @@ func (c *Cache) deleteLocked(k progcache.Key) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("progcache: bolt delete %s: %w", k, err)
+		return fmt.Errorf("bolt: delete %s: %w", k, err)
 	}
 	c.removeLocked(k)
 	return nil
@@ -478,7 +479,7 @@ func (c *Cache) Clear(ctx context.Context) error {
 		return nil // the new file is empty
 	}
 	if err != nil {
-		return fmt.Errorf("progcache: bolt clear: %w", err)
+		return fmt.Errorf("bolt: clear: %w", err)
 	}
 	c.lru.Purge()
 	clear(c.pending)
@@ -518,11 +519,11 @@ func (c *Cache) Close() error {
 	c.dbMu.Unlock()
 	if h != nil {
 		if err := h.close(); err != nil {
-			return fmt.Errorf("progcache: close bolt file: %w", err)
+			return fmt.Errorf("bolt: close file: %w", err)
 		}
 	}
 	if ferr != nil {
-		return fmt.Errorf("progcache: write access times: %w", ferr)
+		return fmt.Errorf("bolt: write access times: %w", ferr)
 	}
 	return nil
 }

@@ -354,8 +354,8 @@ func TestBoltCaps(t *testing.T) {
 		o     Options
 		field string // the field and value the error must name
 	}{
-		{Options{MaxBytes: -1}, "bolt.Options.MaxBytes -1"},
-		{Options{Timeout: -1}, "bolt.Options.Timeout -1ns"},
+		{Options{MaxBytes: -1}, "bolt: Options.MaxBytes -1"},
+		{Options{Timeout: -1}, "bolt: Options.Timeout -1ns"},
 		{Options{Record: progcache.RecordOptions{MACKey: make([]byte, 65)}}, "RecordOptions.MACKey of 65 bytes"},
 	} {
 		if _, err := Open(filepath.Join(t.TempDir(), "x.db"), tc.o); !errors.Is(err, progcache.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
@@ -405,8 +405,8 @@ func TestBoltLocked(t *testing.T) {
 	if !errors.Is(err, ErrLocked) {
 		t.Fatalf("Open on a held file = %v, want ErrLocked", err)
 	}
-	if !strings.Contains(err.Error(), "FileStream") {
-		t.Errorf("the ErrLocked message must point to FileStream: %v", err)
+	if !strings.Contains(err.Error(), "progcache/filestream") {
+		t.Errorf("the ErrLocked message must point to progcache/filestream: %v", err)
 	}
 	if sum() != before {
 		t.Error("a held file must be left untouched")

@@ -117,7 +117,7 @@ func (c *Cache) maybeCompactLocked() {
 	}
 	if err := c.compactLocked(); err != nil {
 		if _, err := c.settleLocked(c.gen, err); err != nil {
-			c.opts.Logger.Warn("progcache: bolt compaction failed; the file stays as it was", "path", c.path, "reason", err.Error())
+			c.opts.Logger.Warn("bolt: compaction failed; the file stays as it was", "path", c.path, "reason", err.Error())
 		}
 	}
 }
@@ -149,7 +149,7 @@ func (c *Cache) compactLocked() error {
 	if err != nil {
 		nh.close()
 		os.Remove(tmp)
-		return fmt.Errorf("progcache: compact bolt file %s: %w", c.path, err)
+		return fmt.Errorf("bolt: compact file %s: %w", c.path, err)
 	}
 	if !c.opts.NoSync {
 		syncDir(filepath.Dir(c.path))
@@ -157,7 +157,7 @@ func (c *Cache) compactLocked() error {
 	// The old file's lock goes only now: a process waiting for it finds
 	// the path renamed and opens it again (tryOpen).
 	if err := old.close(); err != nil {
-		c.opts.Logger.Warn("progcache: closing the bolt file replaced by compaction", "path", c.path, "reason", err.Error())
+		c.opts.Logger.Warn("bolt: closing the file replaced by compaction", "path", c.path, "reason", err.Error())
 	}
 	c.h = nh
 	return nil
@@ -170,7 +170,7 @@ func compactInto(path string, old *boltHandle, step int, sync bool) (nh *boltHan
 	tmp = fmt.Sprintf("%s.compact-%d", path, time.Now().UnixNano())
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, filePerm)
 	if err != nil {
-		return nil, "", fmt.Errorf("progcache: compact bolt file %s: %w", path, err)
+		return nil, "", fmt.Errorf("bolt: compact file %s: %w", path, err)
 	}
 	fail := func(err error) (*boltHandle, string, error) {
 		f.Close()
@@ -178,7 +178,7 @@ func compactInto(path string, old *boltHandle, step int, sync bool) (nh *boltHan
 		return nil, "", err
 	}
 	if err := lockBoltFile(f, true, 0); err != nil {
-		return fail(fmt.Errorf("progcache: lock compacted bolt file %s: %w", tmp, err))
+		return fail(fmt.Errorf("bolt: lock compacted file %s: %w", tmp, err))
 	}
 	handToBolt(f)
 	// Synced once, at the end (unless Options.NoSync, which accepts a
@@ -186,7 +186,7 @@ func compactInto(path string, old *boltHandle, step int, sync bool) (nh *boltHan
 	// temporary file.
 	db, err := openBoltDB(tmp, f, bbolt.Options{NoSync: true, NoGrowSync: true, Timeout: time.Second})
 	if err != nil {
-		return fail(fmt.Errorf("progcache: create compacted bolt file %s: %w", tmp, err))
+		return fail(fmt.Errorf("bolt: create compacted file %s: %w", tmp, err))
 	}
 	db.AllocSize = step // the new file grows to what it holds + step
 	nh = &boltHandle{db: db, file: f, gen: old.gen}
@@ -198,12 +198,12 @@ func compactInto(path string, old *boltHandle, step int, sync bool) (nh *boltHan
 	if err := syncFile(f, sync); err != nil {
 		nh.close()
 		os.Remove(tmp)
-		return nil, "", fmt.Errorf("progcache: sync compacted bolt file %s: %w", tmp, err)
+		return nil, "", fmt.Errorf("bolt: sync compacted file %s: %w", tmp, err)
 	}
 	if nh.info, err = f.Stat(); err != nil {
 		nh.close()
 		os.Remove(tmp)
-		return nil, "", fmt.Errorf("progcache: compact bolt file %s: %w", path, err)
+		return nil, "", fmt.Errorf("bolt: compact file %s: %w", path, err)
 	}
 	return nh, tmp, nil
 }

@@ -9,11 +9,11 @@
 //
 // Only one process may open a file read-write at a time (others wait up to
 // Options.Timeout, then get ErrLocked), and the file must not live on a
-// network filesystem: use progcache.FileStream to share a cache between
+// network filesystem: use filestream.Cache to share a cache between
 // processes or hosts.
 //
 // It is a package of its own, not part of progcache, so that a program
-// that uses only progcache.Memory or progcache.FileStream neither builds
+// that uses only progcache.Memory or filestream.Cache neither builds
 // nor links bbolt.
 //
 // Cache is safe for concurrent use, implements progcache.Admin (what the

@@ -46,7 +46,7 @@ var errLockTimeout = errors.New("lock wait timed out")
 const filePerm = 0o600
 
 func notCache(path, what string) error {
-	return fmt.Errorf("progcache: %s %s; left untouched: %w", path, what, progcache.ErrNotCache)
+	return fmt.Errorf("bolt: %s %s; left untouched: %w", path, what, progcache.ErrNotCache)
 }
 
 // openBoltPath opens what path holds as a cache file (see the top of this
@@ -56,18 +56,18 @@ func openBoltPath(path string, readOnly, noCreate bool) (f *os.File, viaLink, cr
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if readOnly {
-			return nil, false, false, fmt.Errorf("progcache: open bolt file read-only: %w", err)
+			return nil, false, false, fmt.Errorf("bolt: open file read-only: %w", err)
 		}
 		if noCreate {
-			return nil, false, false, fmt.Errorf("progcache: %s does not exist, and this open creates no cache (bolt.Options.NoCreate): %w", path, errors.Join(err, progcache.ErrNotCache))
+			return nil, false, false, fmt.Errorf("bolt: %s does not exist, and this open creates no cache (Options.NoCreate): %w", path, errors.Join(err, progcache.ErrNotCache))
 		}
 		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, filePerm)
 		if err != nil {
-			return nil, false, false, fmt.Errorf("progcache: create bolt file: %w", err)
+			return nil, false, false, fmt.Errorf("bolt: create file: %w", err)
 		}
 		return f, false, true, nil
 	case err != nil:
-		return nil, false, false, fmt.Errorf("progcache: open bolt file: %w", err)
+		return nil, false, false, fmt.Errorf("bolt: open file: %w", err)
 	}
 	if li.Mode()&fs.ModeSymlink != 0 {
 		ti, err := os.Stat(path)
@@ -75,7 +75,7 @@ func openBoltPath(path string, readOnly, noCreate bool) (f *os.File, viaLink, cr
 		case errors.Is(err, fs.ErrNotExist):
 			return nil, false, false, notCache(path, "is a symbolic link to nothing (a cache is never created through a link)")
 		case err != nil:
-			return nil, false, false, fmt.Errorf("progcache: open bolt file: %w", err)
+			return nil, false, false, fmt.Errorf("bolt: open file: %w", err)
 		case !ti.Mode().IsRegular():
 			return nil, false, false, notCache(path, "is a symbolic link to "+fsmode.Describe(ti.Mode()))
 		}
@@ -89,13 +89,13 @@ func openBoltPath(path string, readOnly, noCreate bool) (f *os.File, viaLink, cr
 	}
 	f, err = os.OpenFile(path, flag|boltOpenFlags, 0)
 	if err != nil {
-		return nil, false, false, fmt.Errorf("progcache: open bolt file: %w", err)
+		return nil, false, false, fmt.Errorf("bolt: open file: %w", err)
 	}
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		// Replaced between the Lstat and the open.
 		f.Close()
 		if err != nil {
-			return nil, false, false, fmt.Errorf("progcache: open bolt file: %w", err)
+			return nil, false, false, fmt.Errorf("bolt: open file: %w", err)
 		}
 		return nil, false, false, notCache(path, "is "+fsmode.Describe(fi.Mode()))
 	}
@@ -139,14 +139,14 @@ func (c *Cache) openFileLocked(gen uint64) (*boltHandle, []*boltEntry, error) {
 		if aside == "" {
 			return h, es, err
 		}
-		c.opts.Logger.Warn("progcache: bolt file set aside and rebuilt", "path", c.path, "moved_to", aside, "reason", err.Error())
+		c.opts.Logger.Warn("bolt: file set aside and rebuilt", "path", c.path, "moved_to", aside, "reason", err.Error())
 		c.setAside = aside
 		c.stats.Corrupt++
 		if c.opts.NoCreate {
-			return nil, nil, fmt.Errorf("progcache: bolt file %s was damaged (%v) and set aside as %s; not rebuilt (bolt.Options.NoCreate): %w", c.path, err, aside, progcache.ErrCorrupt)
+			return nil, nil, fmt.Errorf("bolt: file %s was damaged (%v) and set aside as %s; not rebuilt (Options.NoCreate): %w", c.path, err, aside, progcache.ErrCorrupt)
 		}
 		if attempt > 0 {
-			return nil, nil, fmt.Errorf("progcache: bolt file %s unusable after rebuild: %w", c.path, err)
+			return nil, nil, fmt.Errorf("bolt: file %s unusable after rebuild: %w", c.path, err)
 		}
 	}
 }
@@ -157,7 +157,7 @@ func (c *Cache) openFileLocked(gen uint64) (*boltHandle, []*boltEntry, error) {
 func (c *Cache) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside string, err error) {
 	ro := c.opts.ReadOnly
 	locked := func() error {
-		return fmt.Errorf("progcache: bolt file %s is held by another process (waited %v): bbolt allows one read-write process at a time and is unsafe on network filesystems; use a FileStream directory to share a cache: %w", c.path, c.opts.Timeout, ErrLocked)
+		return fmt.Errorf("bolt: file %s is held by another process (waited %v): bbolt allows one read-write process at a time and is unsafe on network filesystems; use a progcache/filestream directory to share a cache: %w", c.path, c.opts.Timeout, ErrLocked)
 	}
 	var (
 		f                *os.File
@@ -175,11 +175,11 @@ func (c *Cache) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside strin
 			if errors.Is(err, errLockTimeout) {
 				return nil, nil, "", locked()
 			}
-			return nil, nil, "", fmt.Errorf("progcache: lock bolt file %s: %w", c.path, err)
+			return nil, nil, "", fmt.Errorf("bolt: lock file %s: %w", c.path, err)
 		}
 		if fi, err = f.Stat(); err != nil {
 			f.Close()
-			return nil, nil, "", fmt.Errorf("progcache: open bolt file: %w", err)
+			return nil, nil, "", fmt.Errorf("bolt: open file: %w", err)
 		}
 		// While this open waited for the lock, the holder may have
 		// renamed a new file over the path (a compaction, or a damaged
@@ -197,14 +197,14 @@ func (c *Cache) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside strin
 		switch {
 		case ro:
 			_ = closeFile() // the damage is the error to report
-			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is damaged (%s); opened read-only, so left as it is: %w", c.path, why, progcache.ErrCorrupt)
+			return nil, nil, "", fmt.Errorf("bolt: file %s is damaged (%s); opened read-only, so left as it is: %w", c.path, why, progcache.ErrCorrupt)
 		case viaLink:
 			_ = closeFile() // the damage is the error to report
-			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is damaged (%s) and is a symbolic link, so it is not set aside: move the file it points to away: %w", c.path, why, progcache.ErrCorrupt)
+			return nil, nil, "", fmt.Errorf("bolt: file %s is damaged (%s) and is a symbolic link, so it is not set aside: move the file it points to away: %w", c.path, why, progcache.ErrCorrupt)
 		}
 		aside, err := setAside(c.path, fi, closeFile)
 		if err != nil {
-			return nil, nil, "", fmt.Errorf("progcache: bolt file %s is damaged (%s) and could not be set aside: %w", c.path, why, errors.Join(err, progcache.ErrCorrupt))
+			return nil, nil, "", fmt.Errorf("bolt: file %s is damaged (%s) and could not be set aside: %w", c.path, why, errors.Join(err, progcache.ErrCorrupt))
 		}
 		return nil, nil, aside, fmt.Errorf("%s", why)
 	}
@@ -220,7 +220,7 @@ func (c *Cache) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside strin
 			return nil, nil, "", notCache(c.path, "is "+chk.reason+", not yet a cache")
 		case c.opts.NoCreate:
 			f.Close()
-			return nil, nil, "", notCache(c.path, "is "+chk.reason+", not yet a cache, and this open makes none (bolt.Options.NoCreate)")
+			return nil, nil, "", notCache(c.path, "is "+chk.reason+", not yet a cache, and this open makes none (Options.NoCreate)")
 		}
 	case boltDamaged:
 		return damaged(chk.reason, f.Close)
@@ -240,7 +240,7 @@ func (c *Cache) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside strin
 		if errors.Is(err, berrors.ErrTimeout) { // where handToBolt let the lock go
 			return nil, nil, "", locked()
 		}
-		return nil, nil, "", fmt.Errorf("progcache: open bolt file %s: %w", c.path, err)
+		return nil, nil, "", fmt.Errorf("bolt: open file %s: %w", c.path, err)
 	}
 	if chk.verdict == boltFresh {
 		err = h.run(true, func(tx *bbolt.Tx) error {
@@ -259,7 +259,7 @@ func (c *Cache) tryOpen(gen uint64) (h *boltHandle, es []*boltEntry, aside strin
 			if li, lerr := os.Lstat(c.path); created && lerr == nil && os.SameFile(li, fi) {
 				os.Remove(c.path) // we made it, and it holds nothing
 			}
-			return nil, nil, "", fmt.Errorf("progcache: initialise bolt file %s: %w", c.path, err)
+			return nil, nil, "", fmt.Errorf("bolt: initialise file %s: %w", c.path, err)
 		}
 	}
 	if !ro && !viaLink && boltRenameWhileOpen {
@@ -288,7 +288,7 @@ func sweepCompactTemps(path string, log *slog.Logger) {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, e.Name())); err == nil {
-			log.Info("progcache: removed a bolt compaction's leftover file", "path", filepath.Join(dir, e.Name()))
+			log.Info("bolt: removed a compaction's leftover file", "path", filepath.Join(dir, e.Name()))
 		}
 	}
 }

@@ -62,7 +62,7 @@ func deleteValue(b *bbolt.Bucket, k []byte) error {
 
 // errNoHandle: the file was closed (Close, or damage that broke the cache)
 // while an operation waited for it.
-var errNoHandle = errors.New("progcache: bolt file not open")
+var errNoHandle = errors.New("bolt: file not open")
 
 // view runs fn in a read transaction on the open file and says which
 // generation of it that was. It takes dbMu, not mu.
@@ -115,7 +115,7 @@ type boltRebuilt struct {
 }
 
 func (e *boltRebuilt) Error() string {
-	return fmt.Sprintf("progcache: bolt file %s was damaged (%v); set aside as %s and rebuilt empty", e.path, e.cause, e.aside)
+	return fmt.Sprintf("bolt: file %s was damaged (%v); set aside as %s and rebuilt empty", e.path, e.cause, e.aside)
 }
 
 func (e *boltRebuilt) Unwrap() error { return e.cause }
@@ -130,7 +130,7 @@ func (c *Cache) settleLocked(gen uint64, err error) (rebuilt bool, _ error) {
 	switch {
 	case errors.Is(err, errNoHandle):
 		if c.closed {
-			return false, fmt.Errorf("progcache: bolt file %s: %w", c.path, progcache.ErrClosed)
+			return false, fmt.Errorf("bolt: file %s: %w", c.path, progcache.ErrClosed)
 		}
 		if c.broken != nil {
 			return false, c.broken
@@ -150,7 +150,7 @@ func (c *Cache) settleLocked(gen uint64, err error) (rebuilt bool, _ error) {
 // (read-only, a symbolic link) or cannot: then the cache is broken.
 func (c *Cache) repairLocked(gen uint64, cause error) error {
 	if c.closed {
-		return fmt.Errorf("progcache: bolt file %s: %w", c.path, progcache.ErrClosed)
+		return fmt.Errorf("bolt: file %s: %w", c.path, progcache.ErrClosed)
 	}
 	if c.broken != nil {
 		return c.broken
@@ -176,19 +176,19 @@ func (c *Cache) repairLocked(gen uint64, cause error) error {
 	}
 	if why != "" {
 		h.close()
-		c.broken = fmt.Errorf("progcache: bolt file %s is damaged (%w); %s, so it is not set aside: %w", c.path, cause, why, progcache.ErrCorrupt)
+		c.broken = fmt.Errorf("bolt: file %s is damaged (%w); %s, so it is not set aside: %w", c.path, cause, why, progcache.ErrCorrupt)
 		return c.broken
 	}
 	aside, err := setAside(c.path, h.info, h.close)
 	if err != nil {
-		c.broken = fmt.Errorf("progcache: bolt file %s is damaged (%w) and could not be set aside: %w", c.path, cause, errors.Join(err, progcache.ErrCorrupt))
+		c.broken = fmt.Errorf("bolt: file %s is damaged (%w) and could not be set aside: %w", c.path, cause, errors.Join(err, progcache.ErrCorrupt))
 		return c.broken
 	}
-	c.opts.Logger.Warn("progcache: bolt file set aside and rebuilt", "path", c.path, "moved_to", aside, "reason", cause.Error())
+	c.opts.Logger.Warn("bolt: file set aside and rebuilt", "path", c.path, "moved_to", aside, "reason", cause.Error())
 	c.setAside = aside
 	nh, es, err := c.openFileLocked(gen + 1)
 	if err != nil {
-		c.broken = fmt.Errorf("progcache: bolt file %s was damaged (%w) and set aside as %s, but no new file could be opened: %w", c.path, cause, aside, errors.Join(err, progcache.ErrCorrupt))
+		c.broken = fmt.Errorf("bolt: file %s was damaged (%w) and set aside as %s, but no new file could be opened: %w", c.path, cause, aside, errors.Join(err, progcache.ErrCorrupt))
 		return c.broken
 	}
 	c.h, c.gen = nh, nh.gen

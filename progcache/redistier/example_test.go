@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/accelkit/accelkit/progcache"
+	"github.com/accelkit/accelkit/progcache/filestream"
 	"github.com/accelkit/accelkit/progcache/redistier"
 	"github.com/accelkit/accelkit/progcache/tiered"
 )
@@ -43,7 +44,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	local, err := progcache.OpenFileStream("/var/cache/myserver/programs", progcache.FileStreamOptions{
+	local, err := filestream.Open("/var/cache/myserver/programs", filestream.Options{
 		MaxBytes: 4 << 30,
 		Record:   progcache.RecordOptions{MACKey: macKey},
 	})

@@ -25,6 +25,7 @@ import (
 
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/cachetest"
+	"github.com/accelkit/accelkit/progcache/filestream"
 	"github.com/accelkit/accelkit/progcache/redistier"
 	"github.com/accelkit/accelkit/progcache/redistier/redistest"
 	"github.com/accelkit/accelkit/progcache/tiered"
@@ -62,7 +63,7 @@ func openMachine(t testing.TB, addr, ns, dir string) (*tiered.Cache, *redis.Clie
 	opts := machineOpts
 	opts.Namespace = ns
 	remote := openCache(t, client, opts)
-	local, err := progcache.OpenFileStream(dir, progcache.FileStreamOptions{})
+	local, err := filestream.Open(dir, filestream.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

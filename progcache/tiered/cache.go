@@ -107,8 +107,9 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 var (
-	_ progcache.Grouped = (*Cache)(nil)
-	_ progcache.Viewer  = (*Cache)(nil)
+	_ progcache.Grouped       = (*Cache)(nil)
+	_ progcache.Viewer        = (*Cache)(nil)
+	_ progcache.CompileLeader = (*Cache)(nil)
 )
 
 // Cache is a local cache (progcache.Memory, filestream.Cache, bolt.Cache)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/cachetest"
+	"github.com/accelkit/accelkit/progcache/filestream"
 	"github.com/accelkit/accelkit/progcache/tiered"
 )
 
@@ -28,7 +29,7 @@ func TestTieredConformance(t *testing.T) {
 	}{
 		{"memory", func(t *testing.T, maxBytes int64) progcache.Cache { return newMemory(t, maxBytes) }},
 		{"filestream", func(t *testing.T, maxBytes int64) progcache.Cache {
-			c, err := progcache.OpenFileStream(t.TempDir(), progcache.FileStreamOptions{MaxBytes: maxBytes})
+			c, err := filestream.Open(t.TempDir(), filestream.Options{MaxBytes: maxBytes})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -426,7 +427,7 @@ func TestTieredCompileOnceAcrossMachines(t *testing.T) {
 	}{
 		{"memory", func(t *testing.T) progcache.Cache { return newMemory(t, 0) }},
 		{"filestream", func(t *testing.T) progcache.Cache {
-			c, err := progcache.OpenFileStream(t.TempDir(), progcache.FileStreamOptions{})
+			c, err := filestream.Open(t.TempDir(), filestream.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,7 +3,7 @@ package tiered
 // GetOrCompile on a tiered cache: compile once across machines.
 //
 // The Group (progcache's group.go) makes callers in this process compile a key once;
-// the local tier's cross-process lock (FileStream's lock files) makes the
+// the local tier's cross-process lock (filestream's lock files) makes the
 // processes that share it do the same. Machines with separate local
 // caches share only the remote tier, so the leader that holds both takes
 // a third lock beside it: the key's lease from Options.Leaser.
@@ -91,7 +91,7 @@ func (t *Cache) peek(ctx context.Context, k progcache.Key) (progcache.Object, bo
 }
 
 // peekLocal looks k up in the local tier without counting a lookup of
-// Cache's (nor a miss of the local tier's, when it can: FileStream).
+// Cache's (nor a miss of the local tier's, when it can: a ProcessLocker, as filestream.Cache is).
 func (t *Cache) peekLocal(ctx context.Context, k progcache.Key) (progcache.Object, bool, error) {
 	if pl, ok := t.local.(progcache.ProcessLocker); ok {
 		return pl.Peek(ctx, k)

@@ -2,7 +2,7 @@ package tiered
 
 // Leases: compile-once across machines.
 //
-// FileStream's lock files make processes that share one directory compile
+// progcache/filestream's lock files make processes that share one directory compile
 // a key once. Machines with separate local caches share only the remote
 // tier of a tiered cache, so they need a lock that lives beside it: a
 // lease, taken from a service every machine can reach (a Redis SET NX with

@@ -1,4 +1,4 @@
-// Command progcache inspects and maintains a progcache cache: a FileStream
+// Command progcache inspects and maintains a progcache cache: a filestream
 // directory or a progcache/bolt file, through progcache.Admin.
 //
 //	progcache [--json] [--mac-key-file F] stats  PATH
@@ -8,7 +8,7 @@
 //	progcache [--json] [--mac-key-file F] clear  PATH
 //	progcache help
 //
-// PATH is a directory (FileStream) or a file (bolt). SIZE takes a byte
+// PATH is a directory (filestream) or a file (bolt). SIZE takes a byte
 // count with an optional unit: 500MB, 2GiB, 64KiB. stats, ls and verify
 // without --fix open the cache read-only and change nothing on disk; prune,
 // clear and verify --fix work on an existing cache only, and never make a
@@ -33,6 +33,7 @@ import (
 
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/bolt"
+	"github.com/accelkit/accelkit/progcache/filestream"
 	"github.com/accelkit/accelkit/progcache/internal/fsmode"
 )
 
@@ -179,9 +180,20 @@ func printErr(w io.Writer, err error) {
 	fmt.Fprintln(w, prefix+strings.TrimPrefix(err.Error(), prefix))
 }
 
+// libPrefixes begin the errors of the library: progcache's and its
+// backends' (each names its package).
+var libPrefixes = []string{prefix, "filestream: ", "bolt: "}
+
 // reason is an entry's error as a verify line gives it, after the key:
 // without the library's prefix, which the line does not need.
-func reason(msg string) string { return strings.TrimPrefix(msg, prefix) }
+func reason(msg string) string {
+	for _, p := range libPrefixes {
+		if s, ok := strings.CutPrefix(msg, p); ok {
+			return s
+		}
+	}
+	return msg
+}
 
 func open(path string, rec progcache.RecordOptions, readOnly bool) (progcache.Admin, error) {
 	fi, err := os.Stat(path)
@@ -200,7 +212,7 @@ func open(path string, rec progcache.RecordOptions, readOnly bool) (progcache.Ad
 				return nil, fmt.Errorf("progcache: %s holds files but %s, so it is not a progcache cache directory; give the cache's own directory or a bolt file", path, what)
 			}
 		}
-		return progcache.OpenFileStream(path, progcache.FileStreamOptions{Record: rec, ReadOnly: readOnly, NoCreate: true})
+		return filestream.Open(path, filestream.Options{Record: rec, ReadOnly: readOnly, NoCreate: true})
 	}
 	return bolt.Open(path, bolt.Options{Record: rec, ReadOnly: readOnly, NoCreate: true})
 }

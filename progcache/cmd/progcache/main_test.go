@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	bbolt "go.etcd.io/bbolt"
+
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/bolt"
 	"github.com/accelkit/accelkit/progcache/cachetest"
-	bbolt "go.etcd.io/bbolt"
+	"github.com/accelkit/accelkit/progcache/filestream"
 )
 
 func TestParseSize(t *testing.T) {
@@ -68,7 +70,7 @@ func runCLI(t *testing.T, args ...string) (string, int) {
 
 func TestCLI(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fs")
-	fsc, err := progcache.OpenFileStream(dir, progcache.FileStreamOptions{})
+	fsc, err := filestream.Open(dir, filestream.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +121,7 @@ func TestCLI(t *testing.T) {
 
 func TestCLIVerifyRemovesCorruptOnlyWithFix(t *testing.T) {
 	dir := t.TempDir()
-	c, _ := progcache.OpenFileStream(dir, progcache.FileStreamOptions{})
+	c, _ := filestream.Open(dir, filestream.Options{})
 	fill(t, c, 2)
 	k := cachetest.KeyN(0).String()
 	p := filepath.Join(dir, "entries", k[:2], k)
@@ -169,7 +171,7 @@ func treeState(t *testing.T, dir string) map[string]string {
 // and wrote a new bolt file in its place.
 func TestCLIReadOnlyCommandsChangeNothing(t *testing.T) {
 	fsDir := filepath.Join(t.TempDir(), "fs")
-	fsc, err := progcache.OpenFileStream(fsDir, progcache.FileStreamOptions{})
+	fsc, err := filestream.Open(fsDir, filestream.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +240,7 @@ func TestCLIVerifyWithoutMACKeyKeepsEntries(t *testing.T) {
 	os.WriteFile(keyFile, key, 0o600)
 	rec := progcache.RecordOptions{MACKey: key}
 	fsDir := t.TempDir()
-	fsc, _ := progcache.OpenFileStream(fsDir, progcache.FileStreamOptions{Record: rec})
+	fsc, _ := filestream.Open(fsDir, filestream.Options{Record: rec})
 	fill(t, fsc, 20)
 	boltPath := filepath.Join(t.TempDir(), "c.db")
 	bc, _ := bolt.Open(boltPath, bolt.Options{Record: rec})
@@ -329,7 +331,7 @@ func (failWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe
 // command with exit status 1 and says so, for every command that prints.
 func TestCLIJSONWriteFailure(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fs")
-	c, err := progcache.OpenFileStream(dir, progcache.FileStreamOptions{})
+	c, err := filestream.Open(dir, filestream.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +507,7 @@ func TestCLIPrefixOnce(t *testing.T) {
 	// verify's lines give each entry's error after its key, without the
 	// library's prefix.
 	fsDir := filepath.Join(dir, "fs")
-	fsc, err := progcache.OpenFileStream(fsDir, progcache.FileStreamOptions{})
+	fsc, err := filestream.Open(fsDir, filestream.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

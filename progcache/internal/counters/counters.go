@@ -1,12 +1,16 @@
 // Package counters is the persistent form of a cache's event counters:
 // hits, misses, puts, evictions, too-large, corrupt and unreadable, as
-// little-endian uint64s in that order. FileStream keeps one such record
+// little-endian uint64s in that order. progcache/filestream keeps one such record
 // per closed session in its stats/ directory and the bolt package keeps a
 // running total in its meta bucket, so that Totals can report every
 // session, like ccache -s.
 package counters
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/accelkit/accelkit/progcache"
+)
 
 // Set holds the counters in their stored order: hits, misses, puts,
 // evictions, too-large, corrupt, unreadable.
@@ -45,4 +49,15 @@ func (s *Set) Add(now, since Set) {
 	for i := range s {
 		s[i] += now[i] - since[i]
 	}
+}
+
+// Of returns s's event counters in their stored order.
+func Of(s progcache.Stats) Set {
+	return Set{s.Hits, s.Misses, s.Puts, s.Evictions, s.TooLarge, s.Corrupt, s.Unreadable}
+}
+
+// Into returns s with its event counters set from c.
+func (c Set) Into(s progcache.Stats) progcache.Stats {
+	s.Hits, s.Misses, s.Puts, s.Evictions, s.TooLarge, s.Corrupt, s.Unreadable = c[0], c[1], c[2], c[3], c[4], c[5], c[6]
+	return s
 }

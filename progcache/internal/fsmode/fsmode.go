@@ -1,4 +1,4 @@
-// Package fsmode names kinds of files for the messages of FileStream and
+// Package fsmode names kinds of files for the messages of filestream and
 // the bolt package, which say what they found where a cache keeps its own
 // file or directory.
 package fsmode

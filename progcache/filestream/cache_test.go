@@ -1,4 +1,4 @@
-package progcache
+package filestream
 
 import (
 	"bytes"
@@ -16,26 +16,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/internal/testproc"
 )
 
 // The tests here are internal (package progcache) so they can set test
-// hooks; the conformance suite runs from cachetest_test.go.
+// hooks; the conformance suite runs from conformance_test.go.
 
-func testKey(n int) Key {
-	var k Key
+func testKey(n int) progcache.Key {
+	var k progcache.Key
 	copy(k[:], fmt.Sprintf("fs-test-key-%08d", n))
 	return k
 }
 
-func testObject(n, size int) Object {
+func testObject(n, size int) progcache.Object {
 	code := bytes.Repeat([]byte{byte(n), byte(n >> 8), 0xA5}, size/3+1)[:size]
-	return Object{Kind: "cubin", Name: "k" + strconv.Itoa(n), Code: code, Symbols: map[string]string{"k": "_Z" + strconv.Itoa(n)}}
+	return progcache.Object{Kind: "cubin", Name: "k" + strconv.Itoa(n), Code: code, Symbols: map[string]string{"k": "_Z" + strconv.Itoa(n)}}
 }
 
-func openFS(t *testing.T, dir string, opts FileStreamOptions) *FileStream {
+func openFS(t *testing.T, dir string, opts Options) *Cache {
 	t.Helper()
-	c, err := OpenFileStream(dir, opts)
+	c, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,37 +48,37 @@ func TestFileStreamCorruption(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
 		name   string
-		damage func(t *testing.T, c *FileStream, p string)
+		damage func(t *testing.T, c *Cache, p string)
 	}{
-		{"truncate", func(t *testing.T, c *FileStream, p string) { os.Truncate(p, 50) }},
-		{"truncate to zero", func(t *testing.T, c *FileStream, p string) { os.Truncate(p, 0) }},
-		{"bit flip", func(t *testing.T, c *FileStream, p string) {
+		{"truncate", func(t *testing.T, c *Cache, p string) { os.Truncate(p, 50) }},
+		{"truncate to zero", func(t *testing.T, c *Cache, p string) { os.Truncate(p, 0) }},
+		{"bit flip", func(t *testing.T, c *Cache, p string) {
 			b, _ := os.ReadFile(p)
 			b[len(b)/2] ^= 0x04
 			os.WriteFile(p, b, filePerm)
 		}},
-		{"zero fill", func(t *testing.T, c *FileStream, p string) {
+		{"zero fill", func(t *testing.T, c *Cache, p string) {
 			fi, _ := os.Stat(p)
 			os.WriteFile(p, make([]byte, fi.Size()), filePerm)
 		}},
-		{"wrong magic", func(t *testing.T, c *FileStream, p string) {
+		{"wrong magic", func(t *testing.T, c *Cache, p string) {
 			b, _ := os.ReadFile(p)
 			copy(b, "ELF!")
 			os.WriteFile(p, b, filePerm)
 		}},
-		{"wrong key", func(t *testing.T, c *FileStream, p string) {
+		{"wrong key", func(t *testing.T, c *Cache, p string) {
 			// A valid entry of another key copied under this key's name.
 			c.Put(ctx, testKey(2), testObject(2, 100))
 			b, _ := os.ReadFile(c.path(testKey(2)))
 			os.WriteFile(p, b, filePerm)
 		}},
-		{"foreign file", func(t *testing.T, c *FileStream, p string) {
+		{"foreign file", func(t *testing.T, c *Cache, p string) {
 			os.WriteFile(p, []byte("not a cache entry\n"), filePerm)
 		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := openFS(t, t.TempDir(), FileStreamOptions{})
+			c := openFS(t, t.TempDir(), Options{})
 			if err := c.Put(ctx, testKey(1), testObject(1, 1000)); err != nil {
 				t.Fatal(err)
 			}
@@ -101,9 +102,9 @@ func TestFileStreamMAC(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	key1 := bytes.Repeat([]byte{1}, 32)
-	keyed := openFS(t, dir, FileStreamOptions{Record: RecordOptions{MACKey: key1}})
-	plain := openFS(t, dir, FileStreamOptions{})
-	other := openFS(t, dir, FileStreamOptions{Record: RecordOptions{MACKey: bytes.Repeat([]byte{2}, 32)}})
+	keyed := openFS(t, dir, Options{Record: progcache.RecordOptions{MACKey: key1}})
+	plain := openFS(t, dir, Options{})
+	other := openFS(t, dir, Options{Record: progcache.RecordOptions{MACKey: bytes.Repeat([]byte{2}, 32)}})
 
 	keyed.Put(ctx, testKey(1), testObject(1, 100))
 	if got, ok, _ := keyed.Get(ctx, testKey(1)); !ok || !got.Equal(testObject(1, 100)) {
@@ -118,7 +119,7 @@ func TestFileStreamMAC(t *testing.T) {
 	}
 	// Another configuration's entries are misses counted as unreadable,
 	// never removed: the peers that wrote them still read them.
-	for name, s := range map[string]Stats{"keyed": keyed.Stats(), "other": other.Stats()} {
+	for name, s := range map[string]progcache.Stats{"keyed": keyed.Stats(), "other": other.Stats()} {
 		if s.Unreadable != 1 || s.Corrupt != 0 || s.Misses != 1 {
 			t.Errorf("%s cache: unreadable %d, corrupt %d, misses %d; want 1, 0, 1", name, s.Unreadable, s.Corrupt, s.Misses)
 		}
@@ -129,7 +130,7 @@ func TestFileStreamMAC(t *testing.T) {
 	if _, ok, _ := plain.Get(ctx, testKey(2)); !ok {
 		t.Error("a keyed peer removed the unkeyed cache's entry")
 	}
-	if _, err := OpenFileStream(t.TempDir(), FileStreamOptions{Record: RecordOptions{MACKey: []byte("short")}}); err == nil {
+	if _, err := Open(t.TempDir(), Options{Record: progcache.RecordOptions{MACKey: []byte("short")}}); err == nil {
 		t.Error("a 5-byte MAC key must be refused")
 	}
 }
@@ -138,7 +139,7 @@ func TestFileStreamPermissions(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no POSIX permissions")
 	}
-	c := openFS(t, t.TempDir(), FileStreamOptions{})
+	c := openFS(t, t.TempDir(), Options{})
 	c.Put(context.Background(), testKey(1), testObject(1, 10))
 	p := c.path(testKey(1))
 	for path, want := range map[string]os.FileMode{p: filePerm, filepath.Dir(p): dirPerm | os.ModeDir, c.tmp: dirPerm | os.ModeDir, c.entries: dirPerm | os.ModeDir} {
@@ -151,7 +152,7 @@ func TestFileStreamPermissions(t *testing.T) {
 
 func TestFileStreamSync(t *testing.T) {
 	ctx := context.Background()
-	c := openFS(t, t.TempDir(), FileStreamOptions{Sync: true})
+	c := openFS(t, t.TempDir(), Options{Sync: true})
 	if err := c.Put(ctx, testKey(1), testObject(1, 4096)); err != nil {
 		t.Fatal(err)
 	}
@@ -165,32 +166,32 @@ func TestFileStreamSync(t *testing.T) {
 
 func TestFileStreamCaps(t *testing.T) {
 	for _, tc := range []struct {
-		o     FileStreamOptions
+		o     Options
 		field string // the field and value the error must name
 	}{
-		{FileStreamOptions{MaxBytes: -1}, "FileStreamOptions.MaxBytes -1"},
-		{FileStreamOptions{MaxEntryBytes: -1}, "FileStreamOptions.MaxEntryBytes -1"},
-		{FileStreamOptions{TempLease: -1}, "FileStreamOptions.TempLease -1ns"},
-		{FileStreamOptions{LockLease: -1}, "FileStreamOptions.LockLease -1ns"},
-		{FileStreamOptions{LockLease: 3}, "FileStreamOptions.LockLease 3ns"}, // the heartbeat ticker would panic
-		{FileStreamOptions{Record: RecordOptions{MACKey: make([]byte, 8)}}, "RecordOptions.MACKey of 8 bytes"},
+		{Options{MaxBytes: -1}, "Options.MaxBytes -1"},
+		{Options{MaxEntryBytes: -1}, "Options.MaxEntryBytes -1"},
+		{Options{TempLease: -1}, "Options.TempLease -1ns"},
+		{Options{LockLease: -1}, "Options.LockLease -1ns"},
+		{Options{LockLease: 3}, "Options.LockLease 3ns"}, // the heartbeat ticker would panic
+		{Options{Record: progcache.RecordOptions{MACKey: make([]byte, 8)}}, "RecordOptions.MACKey of 8 bytes"},
 	} {
-		if _, err := OpenFileStream(t.TempDir(), tc.o); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
-			t.Errorf("OpenFileStream(%+v) = %v; want ErrInvalidConfig naming the field and value (%q)", tc.o, err, tc.field)
+		if _, err := Open(t.TempDir(), tc.o); !errors.Is(err, progcache.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("Open(%+v) = %v; want ErrInvalidConfig naming the field and value (%q)", tc.o, err, tc.field)
 		}
 	}
 }
 
 func TestFileStreamLRURefresh(t *testing.T) {
 	ctx := context.Background()
-	c := openFS(t, t.TempDir(), FileStreamOptions{})
+	c := openFS(t, t.TempDir(), Options{})
 	old := time.Now().Add(-time.Hour)
 	for i := range 3 {
 		c.Put(ctx, testKey(i), testObject(i, 1000))
 		os.Chtimes(c.path(testKey(i)), old.Add(time.Duration(i)*time.Minute), old.Add(time.Duration(i)*time.Minute))
 	}
 	c.Get(ctx, testKey(0)) // refreshes entry 0: now the newest
-	size := RecordSize(testObject(0, 1000), RecordOptions{})
+	size := progcache.RecordSize(testObject(0, 1000), progcache.RecordOptions{})
 	n, err := c.Prune(ctx, 2*size)
 	if err != nil || n != 1 {
 		t.Fatalf("Prune = %d, %v; want 1 eviction", n, err)
@@ -208,8 +209,8 @@ func TestFileStreamLRURefresh(t *testing.T) {
 func TestFileStreamPruneRace(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	c := openFS(t, dir, FileStreamOptions{})
-	peer := openFS(t, dir, FileStreamOptions{})
+	c := openFS(t, dir, Options{})
+	peer := openFS(t, dir, Options{})
 	old := time.Now().Add(-time.Hour)
 	for i := range 4 {
 		c.Put(ctx, testKey(i), testObject(i, 1000))
@@ -231,14 +232,14 @@ func TestFileStreamPruneRace(t *testing.T) {
 			}
 		}
 	}
-	size := RecordSize(testObject(0, 1000), RecordOptions{})
+	size := progcache.RecordSize(testObject(0, 1000), progcache.RecordOptions{})
 	if _, err := c.Prune(ctx, size); err != nil {
 		t.Fatal(err)
 	}
 	if victim == "" {
 		t.Fatal("hook never ran")
 	}
-	k, _ := ParseKey(filepath.Base(victim))
+	k, _ := progcache.ParseKey(filepath.Base(victim))
 	got, ok, err := c.Get(ctx, k)
 	if !ok || err != nil || !got.Equal(newer) {
 		t.Fatalf("entry a peer replaced during pruning: hit %v err %v; it must survive and read back", ok, err)
@@ -251,7 +252,7 @@ func TestFileStreamPruneRace(t *testing.T) {
 func TestFileStreamTempLease(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	c := openFS(t, dir, FileStreamOptions{TempLease: time.Hour})
+	c := openFS(t, dir, Options{TempLease: time.Hour})
 	young := filepath.Join(c.tmp, ".young")
 	expired := filepath.Join(c.tmp, ".expired")
 	os.WriteFile(young, make([]byte, 10000), filePerm)
@@ -265,7 +266,7 @@ func TestFileStreamTempLease(t *testing.T) {
 	os.WriteFile(liveLock, nil, filePerm)
 	os.Chtimes(oldLock, past, past)
 
-	c = openFS(t, dir, FileStreamOptions{TempLease: time.Hour, MaxBytes: 12000})
+	c = openFS(t, dir, Options{TempLease: time.Hour, MaxBytes: 12000})
 	if _, err := os.Stat(oldLock); !os.IsNotExist(err) {
 		t.Error("a lock file older than the leases must be swept on open")
 	}
@@ -311,7 +312,7 @@ func hammer() error {
 	dir := os.Getenv("PROGCACHE_DIR")
 	seed, _ := strconv.Atoi(os.Getenv("PROGCACHE_SEED"))
 	killAt, _ := strconv.Atoi(os.Getenv("PROGCACHE_KILL_AT_WRITE"))
-	c, err := OpenFileStream(dir, FileStreamOptions{MaxBytes: 96 << 10})
+	c, err := Open(dir, Options{MaxBytes: 96 << 10})
 	if err != nil {
 		return err
 	}
@@ -397,7 +398,7 @@ func TestFileStreamCrossProcess(t *testing.T) {
 		}
 	}
 	// Every entry left reads back valid or is absent; no file is corrupt.
-	c := openFS(t, dir, FileStreamOptions{})
+	c := openFS(t, dir, Options{})
 	ents, err := c.Entries(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
@@ -426,7 +427,7 @@ func TestFileStreamCountersFold(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	for i := range statsFold + 5 {
-		c, err := OpenFileStream(dir, FileStreamOptions{})
+		c, err := Open(dir, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -437,7 +438,7 @@ func TestFileStreamCountersFold(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := openFS(t, dir, FileStreamOptions{})
+	c := openFS(t, dir, Options{})
 	tot, err := c.Totals(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -496,7 +497,7 @@ func TestOpenEntryStat(t *testing.T) {
 	if !e.st.same(ls) || e.st.size != fi.Size() || !e.st.mtime.Equal(fi.ModTime()) || e.st.mode != fi.Mode() {
 		t.Errorf("openEntry stat %+v; lstat %+v; os.Lstat size %d mtime %v mode %v", e.st, ls, fi.Size(), fi.ModTime(), fi.Mode())
 	}
-	if _, err := d.openEntry("ab", "dir"); !errors.Is(err, ErrNotCache) {
+	if _, err := d.openEntry("ab", "dir"); !errors.Is(err, progcache.ErrNotCache) {
 		t.Errorf("openEntry of a directory: %v, want ErrNotCache", err)
 	}
 	if _, err := d.openEntry("ab", "absent"); !errors.Is(err, fs.ErrNotExist) {

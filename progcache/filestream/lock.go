@@ -1,6 +1,6 @@
-package progcache
+package filestream
 
-// FileStream's cross-process compile locks (GetOrCompile).
+// Cache's cross-process compile locks (GetOrCompile).
 //
 // A leader creates locks/<key hex>.lock with O_EXCL, writes its pid, host
 // and lease into it, and keeps the file open to refresh its mtime (the
@@ -29,6 +29,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/accelkit/accelkit/progcache"
 )
 
 // lockPollMax bounds how often a waiter looks at the cache and the lock: a
@@ -42,12 +44,14 @@ const lockInfoMax = 512
 // lockMagic starts every lock file this package writes.
 const lockMagic = "progcache-lock "
 
-func lockName(k Key) string { return k.String() + ".lock" }
+func lockName(k progcache.Key) string { return k.String() + ".lock" }
 
-func (c *FileStream) lockPath(k Key) string { return c.locks + string(os.PathSeparator) + lockName(k) }
+func (c *Cache) lockPath(k progcache.Key) string {
+	return c.locks + string(os.PathSeparator) + lockName(k)
+}
 
 // lockContents is what a holder writes into its lock file.
-func (c *FileStream) lockContents() []byte {
+func (c *Cache) lockContents() []byte {
 	host, _ := os.Hostname()
 	return fmt.Appendf(nil, lockMagic+"pid=%d host=%s lease=%d\n", os.Getpid(), strings.ReplaceAll(host, " ", "_"), c.opts.LockLease.Nanoseconds())
 }
@@ -72,7 +76,7 @@ func holderLease(b []byte) (time.Duration, bool) {
 // clock skew between hosts up to MaxLockLease, and further for a stale
 // lock: so a lock is live at most until the heartbeat plus the lease, at
 // most twice MaxLockLease from now.
-func (c *FileStream) lockStale(mtime time.Time, lease time.Duration, now time.Time) bool {
+func (c *Cache) lockStale(mtime time.Time, lease time.Duration, now time.Time) bool {
 	age := now.Sub(mtime)
 	return age < -c.opts.MaxLockLease || age > lease
 }
@@ -81,7 +85,7 @@ func (c *FileStream) lockStale(mtime time.Time, lease time.Duration, now time.Ti
 // GetOrCompile (ProcessLocker). It returns hit instead when a peer stored
 // the entry meanwhile. An error that CannotStore accepts (a read-only cache or directory, a foreign lock)
 // means no lock can be taken here.
-func (c *FileStream) LockKey(ctx context.Context, k Key) (func(), *Object, error) {
+func (c *Cache) LockKey(ctx context.Context, k progcache.Key) (func(), *progcache.Object, error) {
 	poll := min(c.opts.LockLease/8, lockPollMax)
 	name := lockName(k)
 	waited := false
@@ -117,14 +121,14 @@ func (c *FileStream) LockKey(ctx context.Context, k Key) (func(), *Object, error
 
 // Peek is Get without counting a miss: the leader's look at the cache once
 // it holds the lock, after the miss it already counted (ProcessLocker).
-func (c *FileStream) Peek(ctx context.Context, k Key) (Object, bool, error) {
+func (c *Cache) Peek(ctx context.Context, k progcache.Key) (progcache.Object, bool, error) {
 	return c.get(ctx, k, false)
 }
 
 // tryLock makes one attempt: it takes the lock (unlock non-nil), or finds
 // it held and breaks it when the holder's heartbeat is older than the
 // holder's lease (stale), or finds it held by a live holder.
-func (c *FileStream) tryLock(ctx context.Context, name string) (unlock func(), stale bool, err error) {
+func (c *Cache) tryLock(ctx context.Context, name string) (unlock func(), stale bool, err error) {
 	if err := c.enterWrite(ctx, "lock"); err != nil {
 		return nil, false, err
 	}
@@ -138,7 +142,7 @@ func (c *FileStream) tryLock(ctx context.Context, name string) (unlock func(), s
 			// The write error is what counts; a lock file left behind
 			// gets no heartbeat, so it goes stale and is broken.
 			_ = c.locksD.remove(name)
-			return nil, false, fmt.Errorf("progcache: write lock file: %w", errors.Join(werr, serr))
+			return nil, false, fmt.Errorf("filestream: write lock file: %w", errors.Join(werr, serr))
 		}
 		if c.hooks.lockHeld != nil {
 			c.hooks.lockHeld()
@@ -146,14 +150,14 @@ func (c *FileStream) tryLock(ctx context.Context, name string) (unlock func(), s
 		return c.heartbeat(f, name, st), false, nil
 	}
 	if !errors.Is(err, fs.ErrExist) {
-		return nil, false, fmt.Errorf("progcache: create lock file: %w", err)
+		return nil, false, fmt.Errorf("filestream: create lock file: %w", err)
 	}
 	st, err := c.locksD.lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, true, nil // released meanwhile
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("progcache: lock file: %w", err)
+		return nil, false, fmt.Errorf("filestream: lock file: %w", err)
 	}
 	if !st.mode.IsRegular() {
 		return nil, false, foreignError(c.locksD.join(name), st.mode, "a lock file")
@@ -172,7 +176,7 @@ func (c *FileStream) tryLock(ctx context.Context, name string) (unlock func(), s
 	// to rename it) is an error: reporting it as stale would send LockKey
 	// straight back here in a loop.
 	if _, err := c.removeIfSameLocked(c.locksD, name, st); err != nil {
-		return nil, false, fmt.Errorf("progcache: break stale lock: %w", err)
+		return nil, false, fmt.Errorf("filestream: break stale lock: %w", err)
 	}
 	return nil, true, nil
 }
@@ -180,7 +184,7 @@ func (c *FileStream) tryLock(ctx context.Context, name string) (unlock func(), s
 // heartbeat refreshes the lock's mtime every LockLease/4, through its open
 // descriptor, until the returned unlock is called, which also removes the
 // lock if it is still ours.
-func (c *FileStream) heartbeat(f *os.File, name string, mine fileStat) func() {
+func (c *Cache) heartbeat(f *os.File, name string, mine fileStat) func() {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -222,7 +226,7 @@ func (c *FileStream) heartbeat(f *os.File, name string, mine fileStat) func() {
 // writing it) or starts as lockContents does. The removal is
 // identity-checked, so a lock retaken meanwhile survives. The caller
 // holds life.
-func (c *FileStream) sweepLockFilesLocked() {
+func (c *Cache) sweepLockFilesLocked() {
 	if c.locksD == nil {
 		return
 	}
@@ -232,7 +236,7 @@ func (c *FileStream) sweepLockFilesLocked() {
 		if !isLock {
 			continue
 		}
-		if _, err := ParseKey(hexKey); err != nil {
+		if _, err := progcache.ParseKey(hexKey); err != nil {
 			continue
 		}
 		st, err := c.locksD.lstat(n)

@@ -1,4 +1,4 @@
-package progcache
+package filestream
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/accelkit/accelkit/progcache"
 )
 
 // treeState records every path under dir with its mode, size, mtime and
@@ -55,14 +57,14 @@ func sameTree(t *testing.T, before, after map[string]string) {
 	}
 }
 
-// TestFileStreamReadOnlyChangesNothing: a read-only FileStream reads and
+// TestFileStreamReadOnlyChangesNothing: a read-only Cache reads and
 // reports, and leaves every file, mode and time as it was, even with a
 // corrupt entry, an old entry a hit would refresh, temp and trash files a
 // sweep would remove, and counters a Close would write.
 func TestFileStreamReadOnlyChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	w := openFS(t, dir, FileStreamOptions{})
+	w := openFS(t, dir, Options{})
 	for i := range 4 {
 		w.Put(ctx, testKey(i), testObject(i, 100))
 	}
@@ -78,7 +80,7 @@ func TestFileStreamReadOnlyChangesNothing(t *testing.T) {
 	w.Close()
 	before := treeState(t, dir)
 
-	c, err := OpenFileStream(dir, FileStreamOptions{ReadOnly: true})
+	c, err := Open(dir, Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,11 +103,11 @@ func TestFileStreamReadOnlyChangesNothing(t *testing.T) {
 		"Prune":           func() error { _, err := c.Prune(ctx, 1); return err },
 		"Entries(verify)": func() error { _, err := c.Entries(ctx, true); return err },
 	} {
-		if err := op(); !errors.Is(err, ErrReadOnly) {
+		if err := op(); !errors.Is(err, progcache.ErrReadOnly) {
 			t.Errorf("read-only %s: %v, want ErrReadOnly", name, err)
 		}
 	}
-	obj, err := GetOrCompile(ctx, c, testKey(6), func(context.Context) (Object, error) { return testObject(6, 10), nil })
+	obj, err := progcache.GetOrCompile(ctx, c, testKey(6), func(context.Context) (progcache.Object, error) { return testObject(6, 10), nil })
 	if err != nil || !obj.Equal(testObject(6, 10)) {
 		t.Errorf("GetOrCompile on a read-only cache = %v; want the compiled object", err)
 	}
@@ -119,7 +121,7 @@ func TestFileStreamReadOnlyChangesNothing(t *testing.T) {
 
 	// A directory that is not a cache is refused, and nothing is created.
 	empty := t.TempDir()
-	if _, err := OpenFileStream(empty, FileStreamOptions{ReadOnly: true}); !errors.Is(err, ErrNotCache) {
+	if _, err := Open(empty, Options{ReadOnly: true}); !errors.Is(err, progcache.ErrNotCache) {
 		t.Errorf("read-only open of an empty directory: %v, want ErrNotCache", err)
 	}
 	if ents, _ := os.ReadDir(empty); len(ents) != 0 {
@@ -178,7 +180,7 @@ func TestRetryRename(t *testing.T) {
 func TestFileStreamCloseDuringOperations(t *testing.T) {
 	ctx := context.Background()
 	for round := range 20 {
-		c, err := OpenFileStream(t.TempDir(), FileStreamOptions{MaxBytes: 64 << 10})
+		c, err := Open(t.TempDir(), Options{MaxBytes: 64 << 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,7 +203,7 @@ func TestFileStreamCloseDuringOperations(t *testing.T) {
 					case 4:
 						_, err = c.Entries(ctx, false)
 					}
-					if err != nil && !errors.Is(err, ErrClosed) {
+					if err != nil && !errors.Is(err, progcache.ErrClosed) {
 						errs <- err
 						return
 					}
@@ -220,7 +222,7 @@ func TestFileStreamCloseDuringOperations(t *testing.T) {
 		for err := range errs {
 			t.Errorf("round %d: %v", round, err)
 		}
-		if _, _, err := c.Get(ctx, testKey(1)); !errors.Is(err, ErrClosed) {
+		if _, _, err := c.Get(ctx, testKey(1)); !errors.Is(err, progcache.ErrClosed) {
 			t.Fatalf("Get after Close: %v, want ErrClosed", err)
 		}
 	}

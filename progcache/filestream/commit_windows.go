@@ -1,6 +1,6 @@
 //go:build windows
 
-package progcache
+package filestream
 
 import (
 	"errors"
@@ -14,7 +14,9 @@ import (
 // Those two are retried a bounded number of times with a doubling pause,
 // as the Go command's robustio does; any other error is returned at once,
 // and an exhausted retry leaves the entry unstored: a later miss, not a
-// failed compile (progcache.CannotStore).
+// failed compile (progcache.CannotStore, whose Windows half accepts the
+// same two errors).
+const errorSharingViolation syscall.Errno = 32 // ERROR_SHARING_VIOLATION
 
 func renameRetrying(rename func() error) error {
 	return retryRename(rename, renameRetryable, time.Sleep)

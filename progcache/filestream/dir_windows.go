@@ -1,6 +1,6 @@
 //go:build windows
 
-package progcache
+package filestream
 
 // cacheDir on Windows: an os.Root over the cache root and a path inside it.
 //
@@ -20,13 +20,15 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/accelkit/accelkit/progcache"
 )
 
 // cacheDir is a directory the cache holds open, through which every name
 // below it is resolved.
 //
 // Locking: none of its own. A cacheDir does not change after it is opened
-// and its methods are safe for concurrent use; FileStream closes its
+// and its methods are safe for concurrent use; Cache closes its
 // directories only while holding life exclusively, so no method runs on a
 // closed one. A subdir a method opens for its own use is closed by it.
 type cacheDir struct {
@@ -47,7 +49,7 @@ func statOf(fi fs.FileInfo) fileStat {
 	return fileStat{mode: fi.Mode(), size: fi.Size(), mtime: fi.ModTime(), fi: fi}
 }
 
-// id is false on Windows: its stat has no change time, so FileStream
+// id is false on Windows: its stat has no change time, so Cache
 // verifies every read there.
 func (s fileStat) id() (fileID, bool) { return fileID{}, false }
 
@@ -129,7 +131,7 @@ func (d *cacheDir) readSmall(name string, limit int) ([]byte, error) {
 		return nil, err
 	}
 	if len(b) > limit {
-		return nil, fmt.Errorf("progcache: %s is over %d bytes, so this cache did not write it: %w", d.join(name), limit, ErrNotCache)
+		return nil, fmt.Errorf("filestream: %s is over %d bytes, so this cache did not write it: %w", d.join(name), limit, progcache.ErrNotCache)
 	}
 	return b, nil
 }
@@ -165,7 +167,7 @@ type entryFile struct {
 
 // Windows never holds a descriptor (fileStat.id is false there), so the
 // held-file functions are never reached; they fail if they were.
-var errNoHeldFiles = errors.New("progcache: held entry files are not used on Windows")
+var errNoHeldFiles = errors.New("filestream: held entry files are not used on Windows")
 
 func closeFD(int) {}
 

@@ -1,8 +1,8 @@
-package progcache
+package filestream
 
-// Persistent counters of FileStream sessions.
+// Persistent counters of Cache sessions.
 //
-// Each FileStream adds its session's counts as one new file in stats/ when
+// Each Cache adds its session's counts as one new file in stats/ when
 // it closes (no shared file, so no lock), named <pid>-<ns>-<seq>, and folds
 // the files into one when there are more than statsFold. Folding claims
 // each file by renaming it to a private dot-name first, so two folders never
@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/internal/counters"
 )
 
@@ -48,7 +49,7 @@ func isCountersName(n string) bool {
 
 // readCountersFileLocked reads one counters file; ok is false for anything
 // that is not one.
-func (c *FileStream) readCountersFileLocked(name string) (counters.Set, bool) {
+func (c *Cache) readCountersFileLocked(name string) (counters.Set, bool) {
 	b, err := c.statsD.readSmall(name, counters.Size)
 	if err != nil {
 		return counters.Set{}, false
@@ -58,11 +59,11 @@ func (c *FileStream) readCountersFileLocked(name string) (counters.Set, bool) {
 
 // writeCountersLocked commits s as a new counters file. The caller holds
 // life.
-func (c *FileStream) writeCountersLocked(s counters.Set) error {
+func (c *Cache) writeCountersLocked(s counters.Set) error {
 	tmp := statsName(".new-")
 	f, err := c.statsD.create(tmp)
 	if err != nil {
-		return fmt.Errorf("progcache: save counters: %w", err)
+		return fmt.Errorf("filestream: save counters: %w", err)
 	}
 	_, err = f.Write(s.Append(nil))
 	if cerr := f.Close(); err == nil {
@@ -73,15 +74,15 @@ func (c *FileStream) writeCountersLocked(s counters.Set) error {
 	}
 	if err != nil {
 		_ = c.statsD.remove(tmp) // a dot-name is never counted, and is swept past TempLease
-		return fmt.Errorf("progcache: save counters: %w", err)
+		return fmt.Errorf("filestream: save counters: %w", err)
 	}
 	return nil
 }
 
 // saveCountersLocked writes this session's counters and folds the files when
 // there are many. The caller holds life exclusively (Close).
-func (c *FileStream) saveCountersLocked() error {
-	if s := c.sessionCounters().counterSet(); s != (counters.Set{}) {
+func (c *Cache) saveCountersLocked() error {
+	if s := counters.Of(c.sessionCounters()); s != (counters.Set{}) {
 		if err := c.writeCountersLocked(s); err != nil {
 			return err
 		}
@@ -121,15 +122,15 @@ func (c *FileStream) saveCountersLocked() error {
 	return err
 }
 
-// Totals returns the counters of every FileStream session that closed on
+// Totals returns the counters of every Cache session that closed on
 // this directory plus this one's, and the entries and bytes of a fresh
 // scan.
-func (c *FileStream) Totals(ctx context.Context) (Stats, error) {
+func (c *Cache) Totals(ctx context.Context) (progcache.Stats, error) {
 	if err := c.enter(ctx); err != nil {
-		return Stats{}, err
+		return progcache.Stats{}, err
 	}
 	defer c.life.RUnlock()
-	sum := c.sessionCounters().counterSet()
+	sum := counters.Of(c.sessionCounters())
 	if c.statsD != nil {
 		names, _ := c.statsD.names()
 		for _, n := range names {
@@ -141,7 +142,7 @@ func (c *FileStream) Totals(ctx context.Context) (Stats, error) {
 			}
 		}
 	}
-	t := Stats{}.withCounters(sum)
+	t := sum.Into(progcache.Stats{})
 	if _, err := c.scanLocked(false); err != nil {
 		return t, err
 	}

@@ -1,18 +1,19 @@
-package progcache_test
+package filestream_test
 
 import (
 	"testing"
 
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/cachetest"
+	"github.com/accelkit/accelkit/progcache/filestream"
 )
 
-func TestFileStreamConformance(t *testing.T) {
+func TestConformance(t *testing.T) {
 	dirs := map[progcache.Cache]string{}
 	cachetest.Run(t, cachetest.Backend{
 		Open: func(t *testing.T, maxBytes int64) progcache.Cache {
 			dir := t.TempDir()
-			c, err := progcache.OpenFileStream(dir, progcache.FileStreamOptions{MaxBytes: maxBytes})
+			c, err := filestream.Open(dir, filestream.Options{MaxBytes: maxBytes})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -21,7 +22,7 @@ func TestFileStreamConformance(t *testing.T) {
 		},
 		Reopen: func(t *testing.T, c progcache.Cache) progcache.Cache {
 			c.Close()
-			r, err := progcache.OpenFileStream(dirs[c], progcache.FileStreamOptions{})
+			r, err := filestream.Open(dirs[c], filestream.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,6 @@
 //go:build !windows
 
-package progcache
+package filestream
 
 // renameRetrying renames once: a Unix rename replaces its target
 // atomically whoever holds it open.

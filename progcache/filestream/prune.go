@@ -1,6 +1,6 @@
-package progcache
+package filestream
 
-// FileStream eviction: pruning to a byte target, and the identity-checked
+// Cache eviction: pruning to a byte target, and the identity-checked
 // removal that pruning, Clear, Delete of a corrupt entry, lock breaking and
 // verification share. A victim is renamed into trash/ and its identity
 // (device, inode, size, mtime) compared with the one chosen; if a peer
@@ -18,15 +18,17 @@ import (
 	"slices"
 	"strconv"
 	"sync/atomic"
+
+	"github.com/accelkit/accelkit/progcache"
 )
 
 // Prune evicts least recently used entries until entries plus temp and
 // trash files fit in maxBytes (0: only sweep), and returns how many
 // entries it evicted. It is what Put runs when the cap is passed; the CLI
 // runs it with --max-size.
-func (c *FileStream) Prune(ctx context.Context, maxBytes int64) (int, error) {
+func (c *Cache) Prune(ctx context.Context, maxBytes int64) (int, error) {
 	if maxBytes < 0 {
-		return 0, fmt.Errorf("progcache: prune to %d bytes: want 0 or more: %w", maxBytes, ErrInvalidConfig)
+		return 0, fmt.Errorf("filestream: prune to %d bytes: want 0 or more: %w", maxBytes, progcache.ErrInvalidConfig)
 	}
 	if err := c.enterWrite(ctx, "prune"); err != nil {
 		return 0, err
@@ -38,7 +40,7 @@ func (c *FileStream) Prune(ctx context.Context, maxBytes int64) (int, error) {
 // pruneLocked is Prune; keep is the entryRel of an entry that must not be
 // chosen (the entry the calling Put just committed). The caller holds
 // life.
-func (c *FileStream) pruneLocked(ctx context.Context, maxBytes int64, keep string) (int, error) {
+func (c *Cache) pruneLocked(ctx context.Context, maxBytes int64, keep string) (int, error) {
 	c.pruneMu.Lock()
 	defer c.pruneMu.Unlock()
 	es, err := c.scanLocked(true)
@@ -105,7 +107,7 @@ var trashSeq atomic.Uint64
 
 // removeEntryLocked removes entries/shard/name if it is still the file
 // chosen. The caller holds life.
-func (c *FileStream) removeEntryLocked(shard, name string, chosen fileStat) (removal, error) {
+func (c *Cache) removeEntryLocked(shard, name string, chosen fileStat) (removal, error) {
 	sd, err := c.entriesD.subdir(shard, false)
 	if errors.Is(err, fs.ErrNotExist) {
 		return removal{outcome: gone}, nil
@@ -123,7 +125,7 @@ func (c *FileStream) removeEntryLocked(shard, name string, chosen fileStat) (rem
 // replaced it after it was chosen, and that newer file is linked back to
 // its name unless an even newer one has taken the name already. The
 // caller holds life.
-func (c *FileStream) removeIfSameLocked(d *cacheDir, name string, chosen fileStat) (removal, error) {
+func (c *Cache) removeIfSameLocked(d *cacheDir, name string, chosen fileStat) (removal, error) {
 	t := strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(trashSeq.Add(1), 10) + "-" + name
 	if err := d.rename(name, c.trashD, t); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

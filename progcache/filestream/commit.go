@@ -1,6 +1,6 @@
-package progcache
+package filestream
 
-// Committing a FileStream entry: the record is written to a new file in
+// Committing a Cache entry: the record is written to a new file in
 // tmp/ and renamed over its name in its shard directory, every step
 // relative to a held directory. A Unix rename replaces its target
 // atomically (commit_unix.go); on Windows a rename over a file another
@@ -53,7 +53,7 @@ func tmpName() string {
 // file after a crash is a counted miss. (renameio does the same dance on
 // path names; here every step is relative to a held directory, so no path
 // component can be swapped for a link in between.)
-func (c *FileStream) commitLocked(sd *cacheDir, name string, rec []byte) error {
+func (c *Cache) commitLocked(sd *cacheDir, name string, rec []byte) error {
 	tn := tmpName()
 	f, err := c.tmpD.create(tn)
 	if err != nil {
@@ -80,7 +80,7 @@ func (c *FileStream) commitLocked(sd *cacheDir, name string, rec []byte) error {
 }
 
 // writeRecord writes rec to f, calling the midWrite hook half way.
-func (c *FileStream) writeRecord(f io.Writer, rec []byte) error {
+func (c *Cache) writeRecord(f io.Writer, rec []byte) error {
 	half := len(rec) / 2
 	if _, err := f.Write(rec[:half]); err != nil {
 		return err

@@ -1,6 +1,6 @@
 //go:build unix
 
-package progcache_test
+package filestream_test
 
 import (
 	"context"
@@ -8,22 +8,23 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/accelkit/accelkit/progcache"
 	"github.com/accelkit/accelkit/progcache/cachetest"
-	"golang.org/x/sys/unix"
+	"github.com/accelkit/accelkit/progcache/filestream"
 )
 
-// BenchmarkFileStreamViewVsPread times a FileStream View hit and the raw
+// BenchmarkFileStreamViewVsPread times a Cache View hit and the raw
 // floor under it, open(2) + pread(2) into a reused buffer + close(2) of
 // the same entry file, alternately in one loop so both see the same load,
 // and reports view/pread (issue goal: at most 1.05) and the View's
 // allocations per hit (goal: none). The keys=N cases spread the hits over
 // N entries of 64 KiB, in a shuffled order, so that most are not among
-// the descriptors a FileStream holds (maxHeld) but all are among the files
+// the descriptors a Cache holds (maxHeld) but all are among the files
 // it remembers as verified (maxVerified).
 func BenchmarkFileStreamViewVsPread(b *testing.B) {
 	for _, n := range []int{1, 500, 5000} {
@@ -61,7 +62,7 @@ func benchViewVsPread(b *testing.B, n int) {
 	}
 	// A steady-state hit: the entries are older than the racy window, so
 	// the first read verifies each checksum and later reads of the
-	// unchanged files skip it (filestream_read.go).
+	// unchanged files skip it (read.go).
 	time.Sleep(2100 * time.Millisecond)
 	for _, i := range order {
 		view(keys[i])
@@ -103,12 +104,12 @@ func median(d []time.Duration) time.Duration {
 	return d[len(d)/2]
 }
 
-// fileStreamEntries opens a FileStream in a temporary directory (closed
+// fileStreamEntries opens a Cache in a temporary directory (closed
 // when b ends) holding n entries of 64 KiB, and returns their keys and
 // the paths of their files.
-func fileStreamEntries(b *testing.B, n int) (*progcache.FileStream, []progcache.Key, []string) {
+func fileStreamEntries(b *testing.B, n int) (*filestream.Cache, []progcache.Key, []string) {
 	dir := b.TempDir()
-	c, err := progcache.OpenFileStream(dir, progcache.FileStreamOptions{})
+	c, err := filestream.Open(dir, filestream.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -124,34 +125,4 @@ func fileStreamEntries(b *testing.B, n int) (*progcache.FileStream, []progcache.
 		paths[i] = filepath.Join(dir, "entries", k.String()[:2], k.String())
 	}
 	return c, keys, paths
-}
-
-// BenchmarkView measures a 64 KiB View hit on each backend with
-// -benchmem's allocation count (goal: 0 allocs/op on memory and bolt).
-func BenchmarkView(b *testing.B) {
-	ctx := context.Background()
-	for _, be := range benchBackends() {
-		b.Run(be.name, func(b *testing.B) {
-			c := be.open(b)
-			defer c.Close()
-			k := cachetest.KeyN(1)
-			if err := c.Put(ctx, k, cachetest.ObjectN(1, benchSize)); err != nil {
-				b.Fatal(err)
-			}
-			v := c.(progcache.Viewer)
-			if strings.HasPrefix(be.name, "filestream") {
-				time.Sleep(2100 * time.Millisecond) // past the racy window, as above
-			}
-			var sum int
-			fn := func(v progcache.View) error { sum += len(v.Code()); return nil }
-			v.View(ctx, k, fn)
-			b.ReportAllocs()
-			b.SetBytes(benchSize)
-			for b.Loop() {
-				if ok, err := v.View(ctx, k, fn); !ok || err != nil {
-					b.Fatal("miss", err)
-				}
-			}
-		})
-	}
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package progcache
+package filestream
 
 // cacheDir on Unix: a directory file descriptor, and the *at system calls.
 //
@@ -25,7 +25,7 @@ import (
 // below it is resolved.
 //
 // Locking: none of its own. A cacheDir does not change after it is opened
-// and its methods are safe for concurrent use; FileStream closes its
+// and its methods are safe for concurrent use; Cache closes its
 // directories only while holding life exclusively, so no method runs on a
 // closed one. A subdir a method opens for its own use is closed by it.
 type cacheDir struct {

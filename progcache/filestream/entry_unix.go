@@ -1,6 +1,6 @@
 //go:build unix
 
-package progcache
+package filestream
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/accelkit/accelkit/progcache"
 )
 
 // entryFile is an entry file open for reading, and its fstat. Its path is
@@ -96,7 +98,7 @@ func (d *cacheDir) readSmall(name string, limit int) ([]byte, error) {
 	}
 	defer e.close()
 	if e.st.size > int64(limit) {
-		return nil, fmt.Errorf("progcache: %s is %d bytes, over %d, so this cache did not write it: %w", e.path(), e.st.size, limit, ErrNotCache)
+		return nil, fmt.Errorf("filestream: %s is %d bytes, over %d, so this cache did not write it: %w", e.path(), e.st.size, limit, progcache.ErrNotCache)
 	}
 	return e.read(context.Background(), e.st.size)
 }
@@ -167,7 +169,7 @@ func (e *entryFile) descriptor() int { return e.fd }
 // closeFD closes a descriptor the read path held (verifiedFiles).
 func closeFD(fd int) { unix.Close(fd) }
 
-// heldLimit is how many entry descriptors a FileStream may hold:
+// heldLimit is how many entry descriptors a Cache may hold:
 // maxHeld, or a quarter of the process's descriptor limit if that is
 // less, so held files leave the program most of its descriptors. (Go
 // raises the soft limit to the hard one at start, so it is usually far

@@ -1,6 +1,6 @@
-package progcache
+package filestream
 
-// The FileStream read path: Get and View.
+// The Cache read path: Get and View.
 //
 // A first hit opens the entry file from the held entries/ directory without
 // following links (openat2 on Linux), fstats it, reads it whole with
@@ -44,7 +44,7 @@ package progcache
 // bound: at most maxHeld files of at most maxHeldSize bytes each and
 // maxHeldBytes together. A
 // MAC-sealed cache (RecordOptions.MACKey) verifies its MAC on every read,
-// FileStreamOptions.VerifyEveryRead turns all of this off, and on Windows,
+// Options.VerifyEveryRead turns all of this off, and on Windows,
 // whose stat has no change time, every read is a first-hit read.
 
 import (
@@ -55,6 +55,8 @@ import (
 	"io/fs"
 	"sync"
 	"time"
+
+	"github.com/accelkit/accelkit/progcache"
 )
 
 const (
@@ -84,9 +86,9 @@ const (
 
 // entryPath is entryRel(k) as a NUL-terminated byte array: the read path
 // opens an entry without building a string (openEntryAt).
-type entryPath [3 + 2*KeySize + 1]byte
+type entryPath [3 + 2*progcache.KeySize + 1]byte
 
-func makeEntryPath(k Key) (p entryPath) {
+func makeEntryPath(k progcache.Key) (p entryPath) {
 	hex.Encode(p[3:], k[:])
 	p[0], p[1], p[2] = p[3], p[4], '/'
 	return p
@@ -127,7 +129,7 @@ type verifiedFile struct {
 // cache is shared.
 type verifiedFiles struct {
 	mu           sync.Mutex
-	m            map[Key]*verifiedFile
+	m            map[progcache.Key]*verifiedFile
 	held         int           // descriptors held
 	heldBytes    int64         // their files' sizes
 	window       time.Duration // racyWindow; 0 only in tests
@@ -136,7 +138,7 @@ type verifiedFiles struct {
 }
 
 // verified reports whether k's file, with stat st, was verified before.
-func (v *verifiedFiles) verified(k Key, st fileStat) bool {
+func (v *verifiedFiles) verified(k progcache.Key, st fileStat) bool {
 	id, ok := st.id()
 	if !ok {
 		return false
@@ -148,7 +150,7 @@ func (v *verifiedFiles) verified(k Key, st fileStat) bool {
 }
 
 // acquire returns k's held file, pinned, or nil.
-func (v *verifiedFiles) acquire(k Key) *verifiedFile {
+func (v *verifiedFiles) acquire(k progcache.Key) *verifiedFile {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	f := v.m[k]
@@ -161,7 +163,7 @@ func (v *verifiedFiles) acquire(k Key) *verifiedFile {
 
 // remembered returns the identity k's file was verified with, when it is
 // remembered but its descriptor is not held.
-func (v *verifiedFiles) remembered(k Key) (fileID, bool) {
+func (v *verifiedFiles) remembered(k progcache.Key) (fileID, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	f := v.m[k]
@@ -187,7 +189,7 @@ func (v *verifiedFiles) closeIfDoneLocked(f *verifiedFile) {
 }
 
 // dropLocked takes f out of the map; mu is held.
-func (v *verifiedFiles) dropLocked(k Key, f *verifiedFile) {
+func (v *verifiedFiles) dropLocked(k progcache.Key, f *verifiedFile) {
 	delete(v.m, k)
 	f.dropped = true
 	if f.fd >= 0 {
@@ -200,7 +202,7 @@ func (v *verifiedFiles) dropLocked(k Key, f *verifiedFile) {
 // unholdLocked lets go of f's descriptor but keeps k's verified identity,
 // so a later read of the unchanged file still skips the checksum; mu is
 // held. A reader that pinned f closes the descriptor on release.
-func (v *verifiedFiles) unholdLocked(k Key, f *verifiedFile) {
+func (v *verifiedFiles) unholdLocked(k progcache.Key, f *verifiedFile) {
 	v.m[k] = &verifiedFile{id: f.id, fd: -1}
 	f.dropped = true
 	v.held--
@@ -230,7 +232,7 @@ func (v *verifiedFiles) makeRoomLocked(size int64) bool {
 // when k is remembered with that identity and not held, and the bounds
 // leave room without letting go of another; it reports whether it took fd
 // (the caller must then not close it).
-func (v *verifiedFiles) hold(k Key, id fileID, fd int) bool {
+func (v *verifiedFiles) hold(k progcache.Key, id fileID, fd int) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	f := v.m[k]
@@ -248,7 +250,7 @@ func (v *verifiedFiles) hold(k Key, id fileID, fd int) bool {
 // or its identity is unknown. fd, when not negative, is the open file: it
 // is held if the bounds allow, and remember reports whether it took it
 // (the caller must then not close it).
-func (v *verifiedFiles) remember(k Key, st fileStat, now time.Time, fd int) (took bool) {
+func (v *verifiedFiles) remember(k progcache.Key, st fileStat, now time.Time, fd int) (took bool) {
 	id, ok := st.id()
 	if !ok || now.UnixNano()-id.ctime < int64(v.window) {
 		return false
@@ -256,7 +258,7 @@ func (v *verifiedFiles) remember(k Key, st fileStat, now time.Time, fd int) (too
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.m == nil {
-		v.m = make(map[Key]*verifiedFile)
+		v.m = make(map[progcache.Key]*verifiedFile)
 	}
 	if old := v.m[k]; old != nil {
 		v.dropLocked(k, old)
@@ -277,7 +279,7 @@ func (v *verifiedFiles) remember(k Key, st fileStat, now time.Time, fd int) (too
 }
 
 // forget drops k (its file changed, was removed or found corrupt).
-func (v *verifiedFiles) forget(k Key) {
+func (v *verifiedFiles) forget(k progcache.Key) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if f := v.m[k]; f != nil {
@@ -320,7 +322,7 @@ func getReadBuf(n int64) *[]byte {
 // is in a buffer of its own, which needs no descriptor, so fn may call the
 // cache, Close included, and a Close waiting for life never waits for fn
 // (while fn, calling the cache, would wait for Close: a deadlock).
-func (c *FileStream) read(ctx context.Context, k Key, countMiss, pooled bool, fn func(View) error) (bool, error) {
+func (c *Cache) read(ctx context.Context, k progcache.Key, countMiss, pooled bool, fn func(progcache.View) error) (bool, error) {
 	if err := c.enter(ctx); err != nil {
 		return false, err
 	}
@@ -338,7 +340,7 @@ func (c *FileStream) read(ctx context.Context, k Key, countMiss, pooled bool, fn
 // lookLocked is read's lookup, with life held shared. On a hit it returns
 // the record's View and, when the View is in a pooled buffer, that
 // buffer, for the caller to put back once the View is done.
-func (c *FileStream) lookLocked(ctx context.Context, k Key, countMiss, pooled bool) (_ View, _ *[]byte, ok bool, _ error) {
+func (c *Cache) lookLocked(ctx context.Context, k progcache.Key, countMiss, pooled bool) (_ progcache.View, _ *[]byte, ok bool, _ error) {
 	rel := makeEntryPath(k)
 	if f := c.verified.acquire(k); f != nil {
 		v, bp, ok := c.readHeld(k, &rel, f, pooled)
@@ -369,13 +371,13 @@ func (c *FileStream) lookLocked(ctx context.Context, k Key, countMiss, pooled bo
 		if countMiss {
 			c.misses.Add(1)
 		}
-		return View{}, nil, false, nil
-	case errors.Is(err, ErrNotCache):
+		return progcache.View{}, nil, false, nil
+	case errors.Is(err, progcache.ErrNotCache):
 		c.unreadable.Add(1)
 		c.misses.Add(1)
-		return View{}, nil, false, nil
+		return progcache.View{}, nil, false, nil
 	case err != nil:
-		return View{}, nil, false, fmt.Errorf("progcache: read entry %s: %w", k, err)
+		return progcache.View{}, nil, false, fmt.Errorf("filestream: read entry %s: %w", k, err)
 	}
 	held := false
 	defer func() {
@@ -400,11 +402,11 @@ func (c *FileStream) lookLocked(ctx context.Context, k Key, countMiss, pooled bo
 	}
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrUnreadable):
+	case errors.Is(err, progcache.ErrUnreadable):
 		c.unreadable.Add(1)
 		c.misses.Add(1)
-		return View{}, nil, false, nil
-	case errors.Is(err, ErrCorrupt):
+		return progcache.View{}, nil, false, nil
+	case errors.Is(err, progcache.ErrCorrupt):
 		c.verified.forget(k)
 		c.corrupt.Add(1)
 		c.misses.Add(1)
@@ -413,9 +415,9 @@ func (c *FileStream) lookLocked(ctx context.Context, k Key, countMiss, pooled bo
 			// left behind is found corrupt and removed again later.
 			_, _ = c.removeEntryLocked(rel.shard(), rel.name(), e.st)
 		}
-		return View{}, nil, false, nil
+		return progcache.View{}, nil, false, nil
 	default:
-		return View{}, nil, false, fmt.Errorf("progcache: read entry %s: %w", k, err)
+		return progcache.View{}, nil, false, fmt.Errorf("filestream: read entry %s: %w", k, err)
 	}
 	now := time.Now()
 	if !c.opts.ReadOnly && now.Sub(e.st.mtime) > recencyGranularity {
@@ -431,7 +433,7 @@ func (c *FileStream) lookLocked(ctx context.Context, k Key, countMiss, pooled bo
 
 // remembers reports whether verified files are remembered (see the top of
 // this file).
-func (c *FileStream) remembers() bool {
+func (c *Cache) remembers() bool {
 	return c.opts.Record.MACKey == nil && !c.opts.VerifyEveryRead
 }
 
@@ -440,7 +442,7 @@ func (c *FileStream) remembers() bool {
 // see the top of this file), then the record's structure and key. ok false
 // means the first-hit path must run; bp, when not nil, is the pooled
 // buffer holding the record, for the caller to put back once v is done.
-func (c *FileStream) readHeld(k Key, rel *entryPath, f *verifiedFile, pooled bool) (v View, bp *[]byte, ok bool) {
+func (c *Cache) readHeld(k progcache.Key, rel *entryPath, f *verifiedFile, pooled bool) (v progcache.View, bp *[]byte, ok bool) {
 	var buf []byte
 	if pooled {
 		bp = getReadBuf(f.id.size)
@@ -450,18 +452,18 @@ func (c *FileStream) readHeld(k Key, rel *entryPath, f *verifiedFile, pooled boo
 	}
 	n, err := preadFD(f.fd, buf)
 	if err != nil || n != len(buf) {
-		return View{}, bp, false
+		return progcache.View{}, bp, false
 	}
 	st, err := c.entriesD.statEntryAt(rel)
 	if err != nil {
-		return View{}, bp, false
+		return progcache.View{}, bp, false
 	}
 	if id, known := st.id(); !known || id != f.id {
-		return View{}, bp, false
+		return progcache.View{}, bp, false
 	}
-	sk, v, err := parseRecord(buf, c.opts.Record, false)
+	sk, v, err := progcache.ViewVerifiedRecord(buf, c.opts.Record)
 	if err != nil || sk != k {
-		return View{}, bp, false
+		return progcache.View{}, bp, false
 	}
 	return v, bp, true
 }
@@ -476,10 +478,10 @@ func (c *FileStream) readHeld(k Key, rel *entryPath, f *verifiedFile, pooled boo
 // fails the pread; a device node cannot be made there without privileges
 // beyond the cache's owner's. ok false means the first-hit path must
 // run; bp is as readHeld's.
-func (c *FileStream) readRemembered(k Key, rel *entryPath, id fileID, pooled bool) (v View, bp *[]byte, ok bool) {
+func (c *Cache) readRemembered(k progcache.Key, rel *entryPath, id fileID, pooled bool) (v progcache.View, bp *[]byte, ok bool) {
 	fd, err := c.entriesD.openEntryFDAt(rel)
 	if err != nil {
-		return View{}, nil, false
+		return progcache.View{}, nil, false
 	}
 	held := false
 	defer func() {
@@ -499,18 +501,18 @@ func (c *FileStream) readRemembered(k Key, rel *entryPath, id fileID, pooled boo
 	}
 	n, err := preadFD(fd, buf)
 	if err != nil || n != len(buf) {
-		return View{}, bp, false
+		return progcache.View{}, bp, false
 	}
 	st, err := fstatFD(fd)
 	if err != nil || !st.mode.IsRegular() {
-		return View{}, bp, false
+		return progcache.View{}, bp, false
 	}
 	if sid, known := st.id(); !known || sid != id {
-		return View{}, bp, false
+		return progcache.View{}, bp, false
 	}
-	sk, v, err := parseRecord(buf, c.opts.Record, false)
+	sk, v, err := progcache.ViewVerifiedRecord(buf, c.opts.Record)
 	if err != nil || sk != k {
-		return View{}, bp, false
+		return progcache.View{}, bp, false
 	}
 	// Recency, as a first-hit read refreshes it; the touch moves the
 	// ctime, so the next read verifies the file and remembers it again.
@@ -525,7 +527,7 @@ func (c *FileStream) readRemembered(k Key, rel *entryPath, id fileID, pooled boo
 // touchHeld refreshes the recency of a held file past recencyGranularity,
 // as a first-hit read does; the touch moves its ctime, so the next read
 // takes the first-hit path and remembers the file again.
-func (c *FileStream) touchHeld(rel *entryPath, id fileID) {
+func (c *Cache) touchHeld(rel *entryPath, id fileID) {
 	if c.opts.ReadOnly || time.Now().UnixNano()-id.mtime <= int64(recencyGranularity) {
 		return
 	}
@@ -542,20 +544,20 @@ func (c *FileStream) touchHeld(rel *entryPath, id fileID) {
 // unless verifiedFiles knows this file and always is false; verified
 // reports whether the checksum was computed. An error is ErrCorrupt,
 // ErrUnreadable, or an I/O or context error.
-func (c *FileStream) readRecord(ctx context.Context, k Key, e *entryFile, buf []byte, always bool) (sk Key, v View, verified bool, err error) {
+func (c *Cache) readRecord(ctx context.Context, k progcache.Key, e *entryFile, buf []byte, always bool) (sk progcache.Key, v progcache.View, verified bool, err error) {
 	if e.st.size > c.opts.MaxEntryBytes {
-		return Key{}, View{}, false, unreadablef("entry file of %d bytes is over this cache's entry bound of %d bytes", e.st.size, c.opts.MaxEntryBytes)
+		return progcache.Key{}, progcache.View{}, false, unreadablef("entry file of %d bytes is over this cache's entry bound of %d bytes", e.st.size, c.opts.MaxEntryBytes)
 	}
 	if e.st.size >= headerFirst {
 		// Check the header before reading (or allocating for) a large
 		// file whole: a record this cache cannot read costs one small read.
-		var hb [recordHeaderSize]byte
+		var hb [progcache.RecordHeaderSize]byte
 		h, err := e.readInto(ctx, hb[:])
 		if err != nil {
-			return Key{}, View{}, false, err
+			return progcache.Key{}, progcache.View{}, false, err
 		}
-		if err := checkRecordHeader(h, c.opts.Record); err != nil {
-			return Key{}, View{}, false, err
+		if err := progcache.CheckRecordHeader(h, c.opts.Record); err != nil {
+			return progcache.Key{}, progcache.View{}, false, err
 		}
 	}
 	if buf == nil {
@@ -566,7 +568,7 @@ func (c *FileStream) readRecord(ctx context.Context, k Key, e *entryFile, buf []
 	}
 	b, err := e.readInto(ctx, buf)
 	if err != nil {
-		return Key{}, View{}, false, err
+		return progcache.Key{}, progcache.View{}, false, err
 	}
 	skip := c.remembers() && !always && c.verified.verified(k, e.st)
 	if skip {
@@ -579,6 +581,10 @@ func (c *FileStream) readRecord(ctx context.Context, k Key, e *entryFile, buf []
 	if !skip && c.hooks.checksummed != nil {
 		c.hooks.checksummed(k)
 	}
-	sk, v, err = parseRecord(b, c.opts.Record, !skip)
+	if skip {
+		sk, v, err = progcache.ViewVerifiedRecord(b, c.opts.Record)
+	} else {
+		sk, v, err = progcache.ViewRecord(b, c.opts.Record)
+	}
 	return sk, v, !skip && err == nil, err
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package progcache
+package filestream
 
 import "golang.org/x/sys/unix"
 

@@ -1,6 +1,6 @@
 //go:build linux
 
-package progcache
+package filestream
 
 import (
 	"errors"

@@ -1,8 +1,8 @@
 //go:build unix
 
-package progcache
+package filestream
 
-// Regression tests for issue 23 (FileStream): links out of the cache,
+// Regression tests for issue 23 (Cache): links out of the cache,
 // foreign files, pipes, sparse files, prune accounting, leases and
 // leftovers. Each failed on the code before the fix, as its comment says.
 
@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/accelkit/accelkit/progcache"
 )
 
 // outsideFiles makes n files older than any lease in a fresh directory
@@ -65,7 +67,7 @@ func TestFileStreamSymlinkedDirsNotFollowed(t *testing.T) {
 	for _, sub := range []string{"tmp", "trash", "locks", "stats"} {
 		t.Run(sub, func(t *testing.T) {
 			dir := t.TempDir()
-			c, err := OpenFileStream(dir, FileStreamOptions{})
+			c, err := Open(dir, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,14 +79,14 @@ func TestFileStreamSymlinkedDirsNotFollowed(t *testing.T) {
 			if err := os.Symlink(outside, filepath.Join(dir, sub)); err != nil {
 				t.Fatal(err)
 			}
-			c, err = OpenFileStream(dir, FileStreamOptions{TempLease: time.Minute, LockLease: time.Second})
+			c, err = Open(dir, Options{TempLease: time.Minute, LockLease: time.Second})
 			if err == nil {
 				c.Put(context.Background(), testKey(1), testObject(1, 10))
 				c.Get(context.Background(), testKey(1))
 				c.Close()
-				t.Errorf("OpenFileStream with %s/ a symlink out of the cache succeeded; want a refusal", sub)
-			} else if !errors.Is(err, ErrNotCache) {
-				t.Errorf("OpenFileStream error %v, want ErrNotCache", err)
+				t.Errorf("Open with %s/ a symlink out of the cache succeeded; want a refusal", sub)
+			} else if !errors.Is(err, progcache.ErrNotCache) {
+				t.Errorf("Open error %v, want ErrNotCache", err)
 			}
 			checkUntouched(t, outside, want)
 		})
@@ -96,7 +98,7 @@ func TestFileStreamSymlinkedDirsNotFollowed(t *testing.T) {
 func TestFileStreamStatsFoldLeavesForeignFiles(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	c := openFS(t, dir, FileStreamOptions{})
+	c := openFS(t, dir, Options{})
 	c.Close()
 	want := map[string][]byte{}
 	for i := range statsFold + 8 {
@@ -105,7 +107,7 @@ func TestFileStreamStatsFoldLeavesForeignFiles(t *testing.T) {
 		os.WriteFile(filepath.Join(c.stats, name), want[name], filePerm)
 	}
 	for i := range 3 {
-		c := openFS(t, dir, FileStreamOptions{})
+		c := openFS(t, dir, Options{})
 		c.Get(ctx, testKey(i))
 		c.Close()
 	}
@@ -120,14 +122,14 @@ func TestFileStreamStatsFoldLeavesForeignFiles(t *testing.T) {
 // and served.
 func TestFileStreamSymlinkedEntryNotServed(t *testing.T) {
 	ctx := context.Background()
-	outsideCache := openFS(t, t.TempDir(), FileStreamOptions{})
+	outsideCache := openFS(t, t.TempDir(), Options{})
 	if err := outsideCache.Put(ctx, testKey(1), testObject(1, 100)); err != nil {
 		t.Fatal(err)
 	}
 	target := outsideCache.path(testKey(1))
 	before, _ := os.ReadFile(target)
 
-	c := openFS(t, t.TempDir(), FileStreamOptions{})
+	c := openFS(t, t.TempDir(), Options{})
 	p := c.path(testKey(1))
 	os.MkdirAll(filepath.Dir(p), dirPerm)
 	if err := os.Symlink(target, p); err != nil {
@@ -149,7 +151,7 @@ func TestFileStreamSymlinkedEntryNotServed(t *testing.T) {
 // followed: Get served the file there and Put wrote into it.
 func TestFileStreamSymlinkedShardNotFollowed(t *testing.T) {
 	ctx := context.Background()
-	outsideCache := openFS(t, t.TempDir(), FileStreamOptions{})
+	outsideCache := openFS(t, t.TempDir(), Options{})
 	if err := outsideCache.Put(ctx, testKey(1), testObject(1, 100)); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +162,7 @@ func TestFileStreamSymlinkedShardNotFollowed(t *testing.T) {
 		want[e.Name()], _ = os.ReadFile(filepath.Join(outside, e.Name()))
 	}
 
-	c := openFS(t, t.TempDir(), FileStreamOptions{})
+	c := openFS(t, t.TempDir(), Options{})
 	shard := filepath.Dir(c.path(testKey(1)))
 	if err := os.Symlink(outside, shard); err != nil {
 		t.Fatal(err)
@@ -183,17 +185,17 @@ func TestFileStreamRootWritableByOthers(t *testing.T) {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	if c, err := OpenFileStream(dir, FileStreamOptions{}); err == nil {
+	if c, err := Open(dir, Options{}); err == nil {
 		c.Close()
-		t.Fatal("OpenFileStream of a world-writable root succeeded; want a refusal")
+		t.Fatal("Open of a world-writable root succeeded; want a refusal")
 	} else if !errors.Is(err, fs.ErrPermission) || !bytes.Contains([]byte(err.Error()), []byte("AllowSharedRoot")) {
 		t.Errorf("error %v: want fs.ErrPermission naming the opt-in", err)
 	}
 	os.Chmod(dir, 0o770)
-	if _, err := OpenFileStream(dir, FileStreamOptions{}); err == nil {
+	if _, err := Open(dir, Options{}); err == nil {
 		t.Error("a group-writable root must be refused too")
 	}
-	c, err := OpenFileStream(dir, FileStreamOptions{AllowSharedRoot: true})
+	c, err := Open(dir, Options{AllowSharedRoot: true})
 	if err != nil {
 		t.Fatalf("AllowSharedRoot: %v", err)
 	}
@@ -203,7 +205,7 @@ func TestFileStreamRootWritableByOthers(t *testing.T) {
 // Before: a named pipe at an entry's name blocked Get forever in open(2).
 func TestFileStreamNamedPipeEntry(t *testing.T) {
 	ctx := context.Background()
-	c := openFS(t, t.TempDir(), FileStreamOptions{})
+	c := openFS(t, t.TempDir(), Options{})
 	p := c.path(testKey(1))
 	os.MkdirAll(filepath.Dir(p), dirPerm)
 	if err := syscall.Mkfifo(p, 0o600); err != nil {
@@ -248,14 +250,14 @@ func TestFileStreamSparseEntryBounded(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		size int64
-		opts FileStreamOptions
+		opts Options
 		kept bool // over the bound: kept; under it but not a record: removed
 	}{
-		{"2GiB over a 1MiB cap", 2 << 30, FileStreamOptions{MaxBytes: 1 << 20}, true},
-		{"8GiB with no cap", 8 << 30, FileStreamOptions{}, true},
+		{"2GiB over a 1MiB cap", 2 << 30, Options{MaxBytes: 1 << 20}, true},
+		{"8GiB with no cap", 8 << 30, Options{}, true},
 		// Under the bound, but large: its header is judged before the rest
 		// is read.
-		{"256MiB of zeros under the bound", 256 << 20, FileStreamOptions{}, false},
+		{"256MiB of zeros under the bound", 256 << 20, Options{}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := openFS(t, t.TempDir(), tc.opts)
@@ -294,7 +296,7 @@ func TestFileStreamSparseEntryBounded(t *testing.T) {
 // count its bytes as freed and evicted one more entry than needed.
 func TestFileStreamPruneVictimGoneNotOverEvicted(t *testing.T) {
 	ctx := context.Background()
-	c := openFS(t, t.TempDir(), FileStreamOptions{})
+	c := openFS(t, t.TempDir(), Options{})
 	old := time.Now().Add(-time.Hour)
 	for i := range 4 {
 		c.Put(ctx, testKey(i), testObject(i, 1000))
@@ -307,7 +309,7 @@ func TestFileStreamPruneVictimGoneNotOverEvicted(t *testing.T) {
 			os.Remove(p) // a peer prunes the same victim first
 		}
 	}
-	size := RecordSize(testObject(0, 1000), RecordOptions{})
+	size := progcache.RecordSize(testObject(0, 1000), progcache.RecordOptions{})
 	if _, err := c.Prune(ctx, 3*size); err != nil {
 		t.Fatal(err)
 	}
@@ -321,8 +323,8 @@ func TestFileStreamPruneVictimGoneNotOverEvicted(t *testing.T) {
 func TestFileStreamClearKeepsNewerEntry(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	c := openFS(t, dir, FileStreamOptions{})
-	peer := openFS(t, dir, FileStreamOptions{})
+	c := openFS(t, dir, Options{})
+	peer := openFS(t, dir, Options{})
 	for i := range 3 {
 		c.Put(ctx, testKey(i), testObject(i, 100))
 	}
@@ -356,7 +358,7 @@ func TestFileStreamClearKeepsNewerEntry(t *testing.T) {
 // verification with fixing sets it aside.
 func TestFileStreamShardReplacedByFile(t *testing.T) {
 	ctx := context.Background()
-	c := openFS(t, t.TempDir(), FileStreamOptions{})
+	c := openFS(t, t.TempDir(), Options{})
 	shard := filepath.Dir(c.path(testKey(1)))
 	os.RemoveAll(shard)
 	if err := os.WriteFile(shard, []byte("user notes"), 0o600); err != nil {
@@ -365,7 +367,7 @@ func TestFileStreamShardReplacedByFile(t *testing.T) {
 	if _, ok, err := c.Get(ctx, testKey(1)); ok || err != nil {
 		t.Fatalf("Get in a shard replaced by a file = hit %v, err %v; want a miss", ok, err)
 	}
-	if err := c.Put(ctx, testKey(1), testObject(1, 10)); !errors.Is(err, ErrNotCache) {
+	if err := c.Put(ctx, testKey(1), testObject(1, 10)); !errors.Is(err, progcache.ErrNotCache) {
 		t.Fatalf("Put into a shard replaced by a file: %v, want ErrNotCache", err)
 	}
 	es, err := c.Entries(ctx, true)
@@ -391,8 +393,8 @@ func TestFileStreamShardReplacedByFile(t *testing.T) {
 // compiled a second time.
 func TestGetOrCompileWaiterHonoursHolderLease(t *testing.T) {
 	dir := t.TempDir()
-	a := openFS(t, dir, FileStreamOptions{LockLease: 2 * time.Second}) // heartbeat every 500 ms
-	b := openFS(t, dir, FileStreamOptions{LockLease: 50 * time.Millisecond})
+	a := openFS(t, dir, Options{LockLease: 2 * time.Second}) // heartbeat every 500 ms
+	b := openFS(t, dir, Options{LockLease: 50 * time.Millisecond})
 	// b polls past its own lease many times over while a's heartbeat is up
 	// to 500 ms old.
 	if n := waiterCompiles(t, a, b, 1200*time.Millisecond); n != 0 {
@@ -404,14 +406,14 @@ func TestGetOrCompileWaiterHonoursHolderLease(t *testing.T) {
 // (an hour) and did not count toward the cap.
 func TestFileStreamTrashLeftovers(t *testing.T) {
 	dir := t.TempDir()
-	c := openFS(t, dir, FileStreamOptions{})
+	c := openFS(t, dir, Options{})
 	c.Close()
 	oldTrash, youngTrash := filepath.Join(c.trash, "123-1-old"), filepath.Join(c.trash, "123-2-young")
 	os.WriteFile(oldTrash, make([]byte, 5000), filePerm)
 	os.WriteFile(youngTrash, make([]byte, 7000), filePerm)
 	past := time.Now().Add(-2 * trashLease)
 	os.Chtimes(oldTrash, past, past)
-	c = openFS(t, dir, FileStreamOptions{})
+	c = openFS(t, dir, Options{})
 	if _, err := os.Stat(oldTrash); !os.IsNotExist(err) {
 		t.Error("a trash leftover older than a minute must be swept on open")
 	}
@@ -429,25 +431,25 @@ func TestGetOrCompileCannotStore(t *testing.T) {
 		&fs.PathError{Op: "open", Path: "x", Err: syscall.EROFS},
 		&fs.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC},
 	} {
-		m, _ := NewMemory(MemoryOptions{})
-		var g Group
-		obj, gerr := g.GetOrCompile(ctx, failingPut{m, err}, testKey(1), func(context.Context) (Object, error) { return testObject(1, 10), nil })
+		m, _ := progcache.NewMemory(progcache.MemoryOptions{})
+		var g progcache.Group
+		obj, gerr := g.GetOrCompile(ctx, failingPut{m, err}, testKey(1), func(context.Context) (progcache.Object, error) { return testObject(1, 10), nil })
 		if gerr != nil || !obj.Equal(testObject(1, 10)) {
 			t.Errorf("Put failing with %v: GetOrCompile = %v; want the object and no error", err, gerr)
 		}
 	}
 	// Any other Put failure is still reported with the object.
 	other := errors.New("disk on fire")
-	m, _ := NewMemory(MemoryOptions{})
-	var g Group
-	if obj, err := g.GetOrCompile(ctx, failingPut{m, other}, testKey(1), func(context.Context) (Object, error) { return testObject(1, 10), nil }); !errors.Is(err, other) || !obj.Equal(testObject(1, 10)) {
+	m, _ := progcache.NewMemory(progcache.MemoryOptions{})
+	var g progcache.Group
+	if obj, err := g.GetOrCompile(ctx, failingPut{m, other}, testKey(1), func(context.Context) (progcache.Object, error) { return testObject(1, 10), nil }); !errors.Is(err, other) || !obj.Equal(testObject(1, 10)) {
 		t.Errorf("other Put failure: %v", err)
 	}
 }
 
 type failingPut struct {
-	Cache
+	progcache.Cache
 	err error
 }
 
-func (f failingPut) Put(context.Context, Key, Object) error { return f.err }
+func (f failingPut) Put(context.Context, progcache.Key, progcache.Object) error { return f.err }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package progcache
+package filestream
 
 import (
 	"bytes"
@@ -10,17 +10,19 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/accelkit/accelkit/progcache"
 )
 
 // getAndView checks that both read paths see obj under k.
-func getAndView(t *testing.T, c *FileStream, k Key, obj Object) {
+func getAndView(t *testing.T, c *Cache, k progcache.Key, obj progcache.Object) {
 	t.Helper()
 	ctx := context.Background()
 	got, ok, err := c.Get(ctx, k)
 	if !ok || err != nil || !got.Equal(obj) {
 		t.Fatalf("Get = hit %v, err %v, equal %v; want the object", ok, err, got.Equal(obj))
 	}
-	ok, err = c.View(ctx, k, func(v View) error {
+	ok, err = c.View(ctx, k, func(v progcache.View) error {
 		if !bytes.Equal(v.Code(), obj.Code) {
 			t.Error("View shows other code")
 		}
@@ -31,7 +33,7 @@ func getAndView(t *testing.T, c *FileStream, k Key, obj Object) {
 	}
 }
 
-func statEntry(t *testing.T, c *FileStream, k Key) fileStat {
+func statEntry(t *testing.T, c *Cache, k progcache.Key) fileStat {
 	t.Helper()
 	rel := entryRel(k)
 	e, err := c.entriesD.openEntry(rel[:2], rel[3:])
@@ -47,7 +49,7 @@ func statEntry(t *testing.T, c *FileStream, k Key) fileStat {
 // verify again and find the damage.
 func TestFileStreamVerifiedMemory(t *testing.T) {
 	ctx := context.Background()
-	c := openFS(t, t.TempDir(), FileStreamOptions{})
+	c := openFS(t, t.TempDir(), Options{})
 	c.verified.window = 0 // remember at once; the racy window is tested below
 	k, obj := testKey(1), testObject(1, 4096)
 	if err := c.Put(ctx, k, obj); err != nil {
@@ -73,7 +75,7 @@ func TestFileStreamVerifiedMemory(t *testing.T) {
 		t.Fatal("a file written after its verification still counts as verified")
 	}
 	before := c.Stats().Corrupt
-	if ok, err := c.View(ctx, k, func(View) error { t.Error("fn called for a corrupt entry"); return nil }); ok || err != nil {
+	if ok, err := c.View(ctx, k, func(progcache.View) error { t.Error("fn called for a corrupt entry"); return nil }); ok || err != nil {
 		t.Fatalf("View of an entry corrupted after verification = hit %v, err %v; want a miss", ok, err)
 	}
 	if got := c.Stats().Corrupt; got != before+1 {
@@ -98,12 +100,12 @@ func TestFileStreamVerifiedRules(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name   string
-		opts   FileStreamOptions
+		opts   Options
 		window time.Duration
 	}{
-		{"changed within the racy window", FileStreamOptions{}, racyWindow},
-		{"VerifyEveryRead", FileStreamOptions{VerifyEveryRead: true}, 0},
-		{"MAC-sealed", FileStreamOptions{Record: RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32)}}, 0},
+		{"changed within the racy window", Options{}, racyWindow},
+		{"VerifyEveryRead", Options{VerifyEveryRead: true}, 0},
+		{"MAC-sealed", Options{Record: progcache.RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32)}}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := openFS(t, t.TempDir(), tc.opts)
@@ -126,7 +128,7 @@ func TestVerifiedFilesBounded(t *testing.T) {
 	var v verifiedFiles
 	now := time.Now()
 	for i := range maxVerified + 100 {
-		var k Key
+		var k progcache.Key
 		k[0], k[1], k[2] = byte(i), byte(i>>8), byte(i>>16)
 		v.remember(k, fileStat{ino: uint64(i), size: 1}, now, -1)
 	}
@@ -149,7 +151,7 @@ func heldFDs(t *testing.T) int {
 // each let go of it, and a hit never shows stale or damaged bytes.
 func TestFileStreamHeldFiles(t *testing.T) {
 	ctx := context.Background()
-	c := openFS(t, t.TempDir(), FileStreamOptions{})
+	c := openFS(t, t.TempDir(), Options{})
 	c.verified.window = 0
 	k, obj := testKey(1), testObject(1, 4096)
 	if err := c.Put(ctx, k, obj); err != nil {
@@ -186,7 +188,7 @@ func TestFileStreamHeldFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Close()
-	if ok, err := c.View(ctx, k, func(View) error { t.Error("fn called for a damaged entry"); return nil }); ok || err != nil {
+	if ok, err := c.View(ctx, k, func(progcache.View) error { t.Error("fn called for a damaged entry"); return nil }); ok || err != nil {
 		t.Fatalf("View after an in-place write = hit %v, err %v; want a miss", ok, err)
 	}
 
@@ -214,7 +216,7 @@ func TestFileStreamHeldFiles(t *testing.T) {
 func TestFileStreamHeldBounded(t *testing.T) {
 	ctx := context.Background()
 	base := heldFDs(t)
-	c, err := OpenFileStream(t.TempDir(), FileStreamOptions{})
+	c, err := Open(t.TempDir(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +266,7 @@ func TestFileStreamHeldStress(t *testing.T) {
 
 func heldStress(t *testing.T, maxHeld int) {
 	ctx := context.Background()
-	c := openFS(t, t.TempDir(), FileStreamOptions{})
+	c := openFS(t, t.TempDir(), Options{})
 	c.verified.window = 0
 	if maxHeld > 0 {
 		c.verified.maxHeld = maxHeld
@@ -302,7 +304,7 @@ func heldStress(t *testing.T, maxHeld int) {
 		wg.Go(func() {
 			for i := range 600 {
 				n := (i + w) % keys
-				_, err := c.View(ctx, testKey(n), func(v View) error {
+				_, err := c.View(ctx, testKey(n), func(v progcache.View) error {
 					if !valid(n, v.Code()) {
 						return fmt.Errorf("key %d: view shows %d bytes that were never put under it", n, len(v.Code()))
 					}
@@ -328,7 +330,7 @@ func heldStress(t *testing.T, maxHeld int) {
 // read.
 func TestFileStreamVerifiedWriteDuringRead(t *testing.T) {
 	ctx := context.Background()
-	c := openFS(t, t.TempDir(), FileStreamOptions{})
+	c := openFS(t, t.TempDir(), Options{})
 	c.verified.window = 0
 	k, obj := testKey(3), testObject(3, maxHeldSize+4096)
 	if err := c.Put(ctx, k, obj); err != nil {
@@ -371,7 +373,7 @@ func TestFileStreamManyKeysRemembered(t *testing.T) {
 	}{{"default bounds", 0}, {"8 held", 8}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			c := openFS(t, t.TempDir(), FileStreamOptions{})
+			c := openFS(t, t.TempDir(), Options{})
 			c.verified.window = 0
 			if tc.maxHeld > 0 {
 				c.verified.maxHeld = tc.maxHeld
@@ -382,11 +384,11 @@ func TestFileStreamManyKeysRemembered(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var sums []Key
-			c.hooks.checksummed = func(k Key) { sums = append(sums, k) }
+			var sums []progcache.Key
+			c.hooks.checksummed = func(k progcache.Key) { sums = append(sums, k) }
 			var sum int
-			fn := func(v View) error { sum += len(v.Code()); return nil }
-			ks := make([]Key, keys)
+			fn := func(v progcache.View) error { sum += len(v.Code()); return nil }
+			ks := make([]progcache.Key, keys)
 			for j := range ks {
 				ks[j] = testKey(j)
 			}
@@ -417,7 +419,7 @@ func TestFileStreamManyKeysRemembered(t *testing.T) {
 			// A file damaged in place and one replaced by a rename: each has
 			// another identity now, so its next read computes the checksum
 			// and finds the damage, or verifies the new file.
-			var notHeld []Key
+			var notHeld []progcache.Key
 			for j := range keys {
 				if f := c.verified.acquire(testKey(j)); f != nil {
 					c.verified.release(f)
@@ -443,7 +445,7 @@ func TestFileStreamManyKeysRemembered(t *testing.T) {
 			w.Close()
 			sums = nil
 			corrupt := c.Stats().Corrupt
-			if ok, err := c.View(ctx, damaged, func(View) error { t.Error("fn called for a damaged entry"); return nil }); ok || err != nil {
+			if ok, err := c.View(ctx, damaged, func(progcache.View) error { t.Error("fn called for a damaged entry"); return nil }); ok || err != nil {
 				t.Fatalf("View of a remembered file damaged in place = hit %v, err %v; want a miss", ok, err)
 			}
 			if c.Stats().Corrupt != corrupt+1 || len(sums) != 1 {

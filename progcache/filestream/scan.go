@@ -1,6 +1,6 @@
-package progcache
+package filestream
 
-// Listing and sweeping a FileStream directory: what is in entries/ (every
+// Listing and sweeping a Cache directory: what is in entries/ (every
 // committed entry, and every foreign thing where the cache keeps its own),
 // the running byte and entry counts a rescan restores, and the sweeps of
 // expired temp, trash, lock and counter files. Nothing here follows a link.
@@ -11,12 +11,14 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/accelkit/accelkit/progcache"
 )
 
 // fileEntry is one thing found in entries/ by a listing: a committed entry
 // (foreign empty) or something foreign where the cache keeps its own.
 type fileEntry struct {
-	key         Key
+	key         progcache.Key
 	shard, name string // name is "" for a foreign thing in place of a shard
 	st          fileStat
 	foreign     string // what is wrong, for a foreign thing
@@ -38,10 +40,10 @@ func isShardName(n string) bool {
 // where the cache keeps shard directories or entry files (a non-directory
 // or link at a shard's name, a non-regular file or a file not named by a
 // key of its shard). It follows no link. The caller holds life.
-func (c *FileStream) listLocked(ctx context.Context) ([]fileEntry, error) {
+func (c *Cache) listLocked(ctx context.Context) ([]fileEntry, error) {
 	shards, err := c.entriesD.names()
 	if err != nil {
-		return nil, fmt.Errorf("progcache: scan %s: %w", c.entries, err)
+		return nil, fmt.Errorf("filestream: scan %s: %w", c.entries, err)
 	}
 	slices.Sort(shards)
 	var out []fileEntry
@@ -72,12 +74,12 @@ func (c *FileStream) listLocked(ctx context.Context) ([]fileEntry, error) {
 				continue
 			}
 			e := fileEntry{shard: sh, name: n, st: st}
-			k, kerr := ParseKey(n)
+			k, kerr := progcache.ParseKey(n)
 			switch {
 			case !st.mode.IsRegular():
 				e.foreign = foreignError(sd.join(n), st.mode, "a regular entry file").Error()
 			case kerr != nil || k.String() != n || !strings.HasPrefix(n, sh):
-				e.foreign = fmt.Sprintf("progcache: %s is not named by a key of shard %s: not a cache entry", sd.join(n), sh)
+				e.foreign = fmt.Sprintf("filestream: %s is not named by a key of shard %s: not a cache entry", sd.join(n), sh)
 			default:
 				e.key = k
 			}
@@ -92,8 +94,8 @@ func (c *FileStream) listLocked(ctx context.Context) ([]fileEntry, error) {
 // trash files) and, when sweep is set, sweeps temp files older than the
 // lease, trash files older than trashLease, stale locks and counter-file
 // leftovers. It returns the entries found. The caller holds life, or is
-// OpenFileStream.
-func (c *FileStream) scanLocked(sweep bool) ([]fileEntry, error) {
+// Open.
+func (c *Cache) scanLocked(sweep bool) ([]fileEntry, error) {
 	es, err := c.listLocked(context.Background())
 	if err != nil {
 		return nil, err
@@ -120,7 +122,7 @@ func (c *FileStream) scanLocked(sweep bool) ([]fileEntry, error) {
 // match (when sweep is set) and returns the bytes of the regular files
 // left. Anything else in d (a link, a directory) is not the cache's: it is
 // neither counted nor removed.
-func (c *FileStream) sweepDirLocked(d *cacheDir, sweep bool, lease time.Duration, match func(string) bool) int64 {
+func (c *Cache) sweepDirLocked(d *cacheDir, sweep bool, lease time.Duration, match func(string) bool) int64 {
 	if d == nil {
 		return 0
 	}

@@ -1,6 +1,6 @@
-package progcache
+package filestream
 
-// FileStream: a cache directory shared by processes and hosts.
+// Cache: a cache directory shared by processes and hosts.
 //
 // Layout (directories 0700, files 0600):
 //
@@ -35,13 +35,15 @@ package progcache
 // than a minute, and evicts the oldest entries, each removal checked
 // against a peer's replacing it.
 //
-// This file is the public surface. The rest, by concern: commit.go (how a
-// record is written and renamed into place), filestream_scan.go (listing,
-// counting and sweeping), filestream_prune.go (eviction and the
-// identity-checked removal), filestream_verify.go (Entries and foreign
-// things), filestream_lock.go (GetOrCompile's cross-process lock and its
-// heartbeat), filestream_stats.go (counters kept across sessions), and
-// fsdir_*.go and fsentry_*.go (the held directories and entry files, per
+// This file is the public surface (doc.go has the package's overview).
+// The rest, by concern: read.go (Get and View: held descriptors,
+// remembered verified files and the first-hit read), commit.go (how a
+// record is written and renamed into place), scan.go (listing,
+// counting and sweeping), prune.go (eviction and the
+// identity-checked removal), verify.go (Entries and foreign
+// things), lock.go (GetOrCompile's cross-process lock and its
+// heartbeat), stats.go (counters kept across sessions), and
+// dir_*.go and entry_*.go (the held directories and entry files, per
 // platform).
 
 import (
@@ -55,6 +57,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/accelkit/accelkit/progcache"
 )
 
 const (
@@ -98,9 +102,9 @@ const (
 	filePerm = 0o600
 )
 
-// FileStreamOptions configure a FileStream. The zero value is useful: no
+// Options configure a Cache. The zero value is useful: no
 // byte cap, no fsync, CRC-32C records, default leases.
-type FileStreamOptions struct {
+type Options struct {
 	// MaxBytes caps the bytes of entries, temp and trash files; 0 means no
 	// cap.
 	MaxBytes int64
@@ -135,7 +139,7 @@ type FileStreamOptions struct {
 	// Record selects CRC-32C (zero value) or a keyed MAC. Every process
 	// sharing the directory must use the same MAC key; an entry sealed
 	// otherwise is a miss counted in Stats.Unreadable and kept.
-	Record RecordOptions
+	Record progcache.RecordOptions
 	// ReadOnly opens an existing cache without changing anything on disk:
 	// no directories are created, nothing is swept, a hit does not
 	// refresh recency, a corrupt entry is a counted miss but stays, Close
@@ -169,9 +173,9 @@ const minLockLease = time.Millisecond
 
 // validate checks every field against its range; the error names the
 // field, its value and what is valid.
-func (o FileStreamOptions) validate() error {
+func (o Options) validate() error {
 	bad := func(field string, v any, want string) error {
-		return fmt.Errorf("progcache: FileStreamOptions.%s %v: want %s: %w", field, v, want, ErrInvalidConfig)
+		return fmt.Errorf("filestream: Options.%s %v: want %s: %w", field, v, want, progcache.ErrInvalidConfig)
 	}
 	switch {
 	case o.MaxBytes < 0:
@@ -189,20 +193,21 @@ func (o FileStreamOptions) validate() error {
 }
 
 var (
-	_ Admin   = (*FileStream)(nil)
-	_ Grouped = (*FileStream)(nil)
-	_ Viewer  = (*FileStream)(nil)
+	_ progcache.Admin         = (*Cache)(nil)
+	_ progcache.Grouped       = (*Cache)(nil)
+	_ progcache.Viewer        = (*Cache)(nil)
+	_ progcache.ProcessLocker = (*Cache)(nil)
 )
 
-// FileStream is a directory-backed cache, safe for concurrent use by many
+// Cache is a directory-backed cache, safe for concurrent use by many
 // goroutines and many processes (and hosts on a shared filesystem).
-type FileStream struct {
+type Cache struct {
 	// Locking: life guards the open directory handles and closed: every
 	// operation holds it shared while it uses a handle (enter and enterWrite
 	// take it), and Close takes it exclusively to close them, so a descriptor
 	// is never used after it was closed (and perhaps reused by the process for
 	// another file). A method whose name ends in Locked expects life held
-	// (shared, or exclusively where it says so), or runs in OpenFileStream
+	// (shared, or exclusively where it says so), or runs in Open
 	// before the cache is shared; no method holding life calls another that
 	// takes it. pruneMu serialises this process's prunes and is taken under
 	// life, never the other way round; bytes and the counters are atomics;
@@ -211,7 +216,7 @@ type FileStream struct {
 	// locks.
 
 	dir, entries, tmp, trash, locks, stats string // paths, for messages
-	opts                                   FileStreamOptions
+	opts                                   Options
 
 	life                                         sync.RWMutex
 	closed                                       bool
@@ -223,27 +228,27 @@ type FileStream struct {
 
 	hits, misses, puts, evictions, tooLarge, corrupt, unreadable atomic.Int64
 
-	verified verifiedFiles // files whose checksum passed (filestream_read.go); own lock
+	verified verifiedFiles // files whose checksum passed (read.go); own lock
 
-	group Group // GetOrCompile's in-process deduplication; own lock
+	group progcache.Group // GetOrCompile's in-process deduplication; own lock
 	hooks fsHooks
 }
 
 // fsHooks are test hooks; nil fields do nothing.
 type fsHooks struct {
-	beforeVictimRename func(path string) // between choosing a prune (or Clear) victim and renaming it
-	midWrite           func()            // after half a record is written to its temp file
-	lockHeld           func()            // GetOrCompile: right after taking the file lock
-	waiting            func(k Key)       // GetOrCompile: a caller starts waiting for another process's lock
-	lockPolled         func()            // GetOrCompile: a waiter found the lock live and will poll again
-	beforeRead         func()            // read path: an entry file is open (and fstat'd unless remembered), not yet read
-	checksummed        func(k Key)       // read path: k's record checksum was computed
+	beforeVictimRename func(path string)     // between choosing a prune (or Clear) victim and renaming it
+	midWrite           func()                // after half a record is written to its temp file
+	lockHeld           func()                // GetOrCompile: right after taking the file lock
+	waiting            func(k progcache.Key) // GetOrCompile: a caller starts waiting for another process's lock
+	lockPolled         func()                // GetOrCompile: a waiter found the lock live and will poll again
+	beforeRead         func()                // read path: an entry file is open (and fstat'd unless remembered), not yet read
+	checksummed        func(k progcache.Key) // read path: k's record checksum was computed
 }
 
-// OpenFileStream opens (creating as needed, unless ReadOnly) the cache
+// Open opens (creating as needed, unless ReadOnly) the cache
 // directory dir. It sweeps expired temp files and scans the entries to
 // start the byte count.
-func OpenFileStream(dir string, opts FileStreamOptions) (*FileStream, error) {
+func Open(dir string, opts Options) (*Cache, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -262,7 +267,7 @@ func OpenFileStream(dir string, opts FileStreamOptions) (*FileStream, error) {
 	if opts.MaxBytes > 0 && opts.MaxBytes < opts.MaxEntryBytes {
 		opts.MaxEntryBytes = opts.MaxBytes
 	}
-	c := &FileStream{
+	c := &Cache{
 		dir: dir, opts: opts,
 		entries: filepath.Join(dir, "entries"), tmp: filepath.Join(dir, "tmp"),
 		trash: filepath.Join(dir, "trash"), locks: filepath.Join(dir, "locks"),
@@ -271,7 +276,7 @@ func OpenFileStream(dir string, opts FileStreamOptions) (*FileStream, error) {
 	}
 	if !opts.ReadOnly && !opts.NoCreate {
 		if err := os.MkdirAll(dir, dirPerm); err != nil {
-			return nil, fmt.Errorf("progcache: create cache directory: %w", err)
+			return nil, fmt.Errorf("filestream: create cache directory: %w", err)
 		}
 	}
 	if err := c.openDirs(); err != nil {
@@ -287,25 +292,25 @@ func OpenFileStream(dir string, opts FileStreamOptions) (*FileStream, error) {
 
 // openDirs opens the root and the cache's directories, refusing a root
 // that others may write and anything foreign where a directory belongs.
-func (c *FileStream) openDirs() error {
+func (c *Cache) openDirs() error {
 	root, err := openRootDir(c.dir)
 	if err != nil {
-		return fmt.Errorf("progcache: open cache directory: %w", err)
+		return fmt.Errorf("filestream: open cache directory: %w", err)
 	}
 	c.root = root
 	st, err := root.stat()
 	if err != nil {
-		return fmt.Errorf("progcache: %w", err)
+		return fmt.Errorf("filestream: %w", err)
 	}
 	if runtime.GOOS != "windows" && st.mode.Perm()&0o022 != 0 && !c.opts.AllowSharedRoot {
-		return fmt.Errorf("progcache: cache directory %s has mode %v: writable by its group or others, who could plant programs for this process to load; run chmod go-w on it, or set FileStreamOptions.AllowSharedRoot (with a MAC key): %w", c.dir, st.mode.Perm(), fs.ErrPermission)
+		return fmt.Errorf("filestream: cache directory %s has mode %v: writable by its group or others, who could plant programs for this process to load; run chmod go-w on it, or set Options.AllowSharedRoot (with a MAC key): %w", c.dir, st.mode.Perm(), fs.ErrPermission)
 	}
 	create := !c.opts.ReadOnly
 	if c.entriesD, err = root.subdir("entries", create && !c.opts.NoCreate); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("progcache: %s has no entries/ directory, and a read-only or NoCreate open creates nothing: %w", c.dir, ErrNotCache)
+			return fmt.Errorf("filestream: %s has no entries/ directory, and a read-only or NoCreate open creates nothing: %w", c.dir, progcache.ErrNotCache)
 		}
-		return fmt.Errorf("progcache: open cache directory: %w", err)
+		return fmt.Errorf("filestream: open cache directory: %w", err)
 	}
 	for _, sub := range []struct {
 		name string
@@ -316,14 +321,14 @@ func (c *FileStream) openDirs() error {
 			continue // nothing there to read
 		}
 		if err != nil {
-			return fmt.Errorf("progcache: open cache directory: %w", err)
+			return fmt.Errorf("filestream: open cache directory: %w", err)
 		}
 		*sub.d = d
 	}
 	return nil
 }
 
-func (c *FileStream) closeDirsLocked() {
+func (c *Cache) closeDirsLocked() {
 	for _, d := range []**cacheDir{&c.entriesD, &c.tmpD, &c.trashD, &c.locksD, &c.statsD, &c.root} {
 		(*d).close()
 		*d = nil
@@ -332,45 +337,45 @@ func (c *FileStream) closeDirsLocked() {
 
 // Group returns the Group that GetOrCompile uses for this cache; its
 // leaders also take the key's cross-process lock.
-func (c *FileStream) Group() *Group { return &c.group }
+func (c *Cache) Group() *progcache.Group { return &c.group }
 
 // Dir returns the cache directory.
-func (c *FileStream) Dir() string { return c.dir }
+func (c *Cache) Dir() string { return c.dir }
 
 // path returns the entry file's path, for messages and tests.
-func (c *FileStream) path(k Key) string {
+func (c *Cache) path(k progcache.Key) string {
 	return filepath.Join(c.entries, filepath.FromSlash(entryRel(k)))
 }
 
 // entryRel is "<kk>/<key hex>", the entry's path below entries/ (the read
 // path uses makeEntryPath, which builds no string).
-func entryRel(k Key) string {
+func entryRel(k progcache.Key) string {
 	p := makeEntryPath(k)
 	return string(p[:len(p)-1])
 }
 
 // enter takes life shared and checks ctx and closed; on success the caller
 // must call c.life.RUnlock.
-func (c *FileStream) enter(ctx context.Context) error {
+func (c *Cache) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	c.life.RLock()
 	if c.closed {
 		c.life.RUnlock()
-		return fmt.Errorf("progcache: filestream %s: %w", c.dir, ErrClosed)
+		return fmt.Errorf("filestream: %s: %w", c.dir, progcache.ErrClosed)
 	}
 	return nil
 }
 
 // enterWrite is enter for an operation that changes the directory.
-func (c *FileStream) enterWrite(ctx context.Context, op string) error {
+func (c *Cache) enterWrite(ctx context.Context, op string) error {
 	if err := c.enter(ctx); err != nil {
 		return err
 	}
 	if c.opts.ReadOnly {
 		c.life.RUnlock()
-		return fmt.Errorf("progcache: filestream %s: %s: %w", c.dir, op, ErrReadOnly)
+		return fmt.Errorf("filestream: %s: %s: %w", c.dir, op, progcache.ErrReadOnly)
 	}
 	return nil
 }
@@ -380,16 +385,16 @@ func (c *FileStream) enterWrite(ctx context.Context, op string) error {
 // removed. An entry of another configuration, one over the entry bound, or
 // something foreign at the entry's name is a miss counted as unreadable,
 // and left alone.
-func (c *FileStream) Get(ctx context.Context, k Key) (Object, bool, error) {
+func (c *Cache) Get(ctx context.Context, k progcache.Key) (progcache.Object, bool, error) {
 	return c.get(ctx, k, true)
 }
 
 // get is Get; countMiss is false for GetOrCompile's polling, whose
 // repeated looks are one miss, already counted.
-func (c *FileStream) get(ctx context.Context, k Key, countMiss bool) (Object, bool, error) {
-	var obj Object
-	ok, err := c.read(ctx, k, countMiss, false, func(v View) error {
-		obj = v.object(false) // Code aliases the fresh buffer read made
+func (c *Cache) get(ctx context.Context, k progcache.Key, countMiss bool) (progcache.Object, bool, error) {
+	var obj progcache.Object
+	ok, err := c.read(ctx, k, countMiss, false, func(v progcache.View) error {
+		obj = v.ObjectSharingCode() // Code aliases the fresh buffer read made
 		return nil
 	})
 	return obj, ok, err
@@ -397,22 +402,22 @@ func (c *FileStream) get(ctx context.Context, k Key, countMiss bool) (Object, bo
 
 // View lends fn the entry's record in a buffer this cache reuses (see
 // Viewer): a hit allocates nothing. The record is checked as Get checks it
-// (see FileStreamOptions.VerifyEveryRead for when its checksum is computed
+// (see Options.VerifyEveryRead for when its checksum is computed
 // again).
-func (c *FileStream) View(ctx context.Context, k Key, fn func(View) error) (bool, error) {
+func (c *Cache) View(ctx context.Context, k progcache.Key, fn func(progcache.View) error) (bool, error) {
 	return c.read(ctx, k, true, true, fn)
 }
 
 // Put commits obj under k, then prunes if the byte cap is exceeded. It
 // refuses to replace anything but a regular file at the entry's name.
-func (c *FileStream) Put(ctx context.Context, k Key, obj Object) error {
-	rec, err := EncodeRecord(k, obj, c.opts.Record)
+func (c *Cache) Put(ctx context.Context, k progcache.Key, obj progcache.Object) error {
+	rec, err := progcache.EncodeRecord(k, obj, c.opts.Record)
 	if err != nil {
 		return err
 	}
 	if int64(len(rec)) > c.opts.MaxEntryBytes {
 		c.tooLarge.Add(1)
-		return fmt.Errorf("progcache: entry of %d bytes, filestream entry cap %d bytes: %w", len(rec), c.opts.MaxEntryBytes, ErrTooLarge)
+		return fmt.Errorf("filestream: entry of %d bytes, filestream entry cap %d bytes: %w", len(rec), c.opts.MaxEntryBytes, progcache.ErrTooLarge)
 	}
 	if err := c.enterWrite(ctx, "put"); err != nil {
 		return err
@@ -421,15 +426,15 @@ func (c *FileStream) Put(ctx context.Context, k Key, obj Object) error {
 	rel := entryRel(k)
 	sd, err := c.entriesD.subdir(rel[:2], true)
 	if err != nil {
-		return fmt.Errorf("progcache: put %s: %w", k, err)
+		return fmt.Errorf("filestream: put %s: %w", k, err)
 	}
 	defer sd.close()
 	old, statErr := sd.lstat(rel[3:])
 	if statErr == nil && !old.mode.IsRegular() {
-		return fmt.Errorf("progcache: put %s: %w", k, foreignError(sd.join(rel[3:]), old.mode, "a regular file"))
+		return fmt.Errorf("filestream: put %s: %w", k, foreignError(sd.join(rel[3:]), old.mode, "a regular file"))
 	}
 	if err := c.commitLocked(sd, rel[3:], rec); err != nil {
-		return fmt.Errorf("progcache: commit entry %s: %w", k, err)
+		return fmt.Errorf("filestream: commit entry %s: %w", k, err)
 	}
 	c.puts.Add(1)
 	if statErr == nil {
@@ -447,7 +452,7 @@ func (c *FileStream) Put(ctx context.Context, k Key, obj Object) error {
 
 // Delete removes k's entry; an absent entry is not an error, and neither
 // is something foreign at its name, which is left alone.
-func (c *FileStream) Delete(ctx context.Context, k Key) error {
+func (c *Cache) Delete(ctx context.Context, k progcache.Key) error {
 	if err := c.enterWrite(ctx, "delete"); err != nil {
 		return err
 	}
@@ -455,11 +460,11 @@ func (c *FileStream) Delete(ctx context.Context, k Key) error {
 	c.verified.forget(k) // let go of a held descriptor, so the blocks are freed
 	rel := entryRel(k)
 	sd, err := c.entriesD.subdir(rel[:2], false)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrNotCache) {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, progcache.ErrNotCache) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("progcache: delete entry %s: %w", k, err)
+		return fmt.Errorf("filestream: delete entry %s: %w", k, err)
 	}
 	defer sd.close()
 	st, err := sd.lstat(rel[3:])
@@ -473,7 +478,7 @@ func (c *FileStream) Delete(ctx context.Context, k Key) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("progcache: delete entry %s: %w", k, err)
+		return fmt.Errorf("filestream: delete entry %s: %w", k, err)
 	}
 	c.bytes.Add(-st.size)
 	c.count.Add(-1)
@@ -481,7 +486,7 @@ func (c *FileStream) Delete(ctx context.Context, k Key) error {
 }
 
 // Len counts the entries on disk.
-func (c *FileStream) Len(ctx context.Context) (int, error) {
+func (c *Cache) Len(ctx context.Context) (int, error) {
 	if err := c.enter(ctx); err != nil {
 		return 0, err
 	}
@@ -499,7 +504,7 @@ func (c *FileStream) Len(ctx context.Context) (int, error) {
 // Clear removes every entry (temp files of writers in flight are left).
 // Each removal is identity-checked like a prune's, so an entry a peer
 // committed after the listing survives.
-func (c *FileStream) Clear(ctx context.Context) error {
+func (c *Cache) Clear(ctx context.Context) error {
 	if err := c.enterWrite(ctx, "clear"); err != nil {
 		return err
 	}
@@ -520,7 +525,7 @@ func (c *FileStream) Clear(ctx context.Context) error {
 		}
 		c.verified.forget(e.key)
 		if _, err := c.removeEntryLocked(e.shard, e.name, e.st); err != nil {
-			return fmt.Errorf("progcache: clear: %w", err)
+			return fmt.Errorf("filestream: clear: %w", err)
 		}
 	}
 	_, err = c.scanLocked(false)
@@ -528,21 +533,21 @@ func (c *FileStream) Clear(ctx context.Context) error {
 }
 
 // Stats returns this process's counters and the last known contents.
-func (c *FileStream) Stats() Stats {
+func (c *Cache) Stats() progcache.Stats {
 	s := c.sessionCounters()
 	s.Entries, s.Bytes, s.MaxBytes = c.count.Load(), c.bytes.Load(), c.opts.MaxBytes
 	return s
 }
 
-func (c *FileStream) sessionCounters() Stats {
-	return Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Puts: c.puts.Load(),
+func (c *Cache) sessionCounters() progcache.Stats {
+	return progcache.Stats{Hits: c.hits.Load(), Misses: c.misses.Load(), Puts: c.puts.Load(),
 		Evictions: c.evictions.Load(), TooLarge: c.tooLarge.Load(), Corrupt: c.corrupt.Load(),
 		Unreadable: c.unreadable.Load()}
 }
 
 // Close saves this session's counters (unless read-only) and closes the
 // directory handles, after any operation in flight. Files stay on disk.
-func (c *FileStream) Close() error {
+func (c *Cache) Close() error {
 	c.life.Lock()
 	defer c.life.Unlock()
 	if c.closed {
