@@ -12,7 +12,7 @@
 // the Cache family of interfaces (Cache, Viewer, Grouped, Admin and the
 // compile-once capabilities ProcessLocker and CompileLeader), Group and
 // GetOrCompile, and Memory, the in-process backend. The other backends
-// and Tiered are packages of their own, each passing the
+// and tiering are packages of their own, each passing the
 // progcache/cachetest conformance suite (the persistent two, its Admin
 // checks too):
 //

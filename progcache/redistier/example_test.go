@@ -16,7 +16,7 @@ import (
 	"github.com/accelkit/accelkit/progcache/tiered"
 )
 
-// Example is a fleet machine's program cache: a FileStream on local disk
+// Example is a fleet machine's program cache: a filestream cache on local disk
 // in front of the fleet's Redis, which also hands out the leases that make
 // the fleet compile each program once. The Redis client is a TLS client
 // logged in as the cache's ACL user, honouring context deadlines, and

@@ -102,7 +102,7 @@ type Lease struct {
 var _ tiered.Leaser = (*Cache)(nil)
 
 // Acquire is AcquireLease for tiered.Leaser, so that a Cache is the
-// lease service of a tiered.Cache cache (TieredOptions.Leaser): the
+// lease service of a tiered.Cache (tiered.Options.Leaser): the
 // Lease it returns is a *Lease, and it is a nil interface, not a nil
 // *Lease inside one, when another holder has the lease.
 func (c *Cache) Acquire(ctx context.Context, k progcache.Key) (tiered.Lease, error) {

@@ -46,7 +46,7 @@ func TestLeaseAcquireContendRelease(t *testing.T) {
 		}
 	}
 	// The tiered.Leaser form: a nil interface when held (a typed nil
-	// inside it would read as taken to Tiered).
+	// inside it would read as taken to tiered.Cache).
 	var leaser tiered.Leaser = a
 	if l, err := leaser.Acquire(bg, k); l != nil || err != nil {
 		t.Fatalf("Leaser.Acquire of a held key = %#v, %v; want a nil Lease and nil", l, err)

@@ -2,7 +2,7 @@ package redistier_test
 
 // A Cache as the remote tier and the lease service of tiered.Cache,
 // across processes: each test process below stands for a machine of a
-// fleet, with a local FileStream of its own and its own Redis client.
+// fleet, with a local filestream cache of its own and its own Redis client.
 
 import (
 	"bufio"
@@ -54,7 +54,7 @@ func tieredObject(k progcache.Key) progcache.Object {
 	return progcache.Object{Kind: "cubin", Code: bytes.Repeat([]byte(k.String()), 1000)}
 }
 
-// openMachine opens a machine's cache: a FileStream in dir in front of a
+// openMachine opens a machine's cache: a filestream cache in dir in front of a
 // Cache on addr, which is also the Leaser. The client is the machine's
 // own.
 func openMachine(t testing.TB, addr, ns, dir string) (*tiered.Cache, *redis.Client) {
