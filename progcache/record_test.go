@@ -148,6 +148,17 @@ func FuzzDecodeRecord(f *testing.F) {
 		if (err == nil) != (verr == nil) {
 			t.Fatalf("DecodeRecord error %v, ViewRecord error %v: they must agree", err, verr)
 		}
+		// The backend kit: without the sum, a record still never panics,
+		// and one that verifies parses the same; its header checks alone.
+		uk, uv, uerr := ViewVerifiedRecord(b, opt)
+		if err == nil {
+			if uerr != nil || uk != k || !uv.ObjectSharingCode().Equal(obj) {
+				t.Fatalf("ViewVerifiedRecord of a verified record = %v; want ViewRecord's key and object", uerr)
+			}
+			if herr := CheckRecordHeader(b[:RecordHeaderSize], opt); herr != nil {
+				t.Fatalf("CheckRecordHeader of a verified record = %v", herr)
+			}
+		}
 		if err != nil {
 			if errors.Is(err, ErrCorrupt) == errors.Is(err, ErrUnreadable) {
 				t.Fatalf("error %v wraps neither or both of ErrCorrupt and ErrUnreadable", err)
