@@ -261,12 +261,14 @@ func (c *Cache) classify(b []byte, err error) unusable {
 // dropUnusableScript deletes KEYS[1] if it holds something no writer of
 // entries stores there: a value of another type than string, or a string
 // over ARGV[1] bytes. A legitimate Put that replaced it since it was read
-// is a string within the cap, and stays.
+// is a string within the cap, and stays. UNLINK, not DEL: such a value
+// may be hundreds of MiB, and DEL would free it before replying, stalling
+// the server and this call past its timeout.
 var dropUnusableScript = redis.NewScript(`
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'none' then return 0 end
 if t ~= 'string' or redis.call('STRLEN', KEYS[1]) > tonumber(ARGV[1]) then
-	return redis.call('DEL', KEYS[1])
+	return redis.call('UNLINK', KEYS[1])
 end
 return 0`)
 

@@ -27,6 +27,13 @@ func TestSentinelFailover(t *testing.T) {
 		return err == nil && strings.Contains(out, strconv.Itoa(replica.Port))
 	})
 
+	// The Sentinel lists a replica as soon as the master reports it, which
+	// can be before its first sync ends; WAIT below needs it online.
+	eventually(t, 20*time.Second, "the replica is online", func() bool {
+		out, err := master.CLI("info", "replication")
+		return err == nil && strings.Contains(out, "state=online")
+	})
+
 	client := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "progcache", SentinelAddrs: []string{sentinel.Addr}, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
 	c := openCache(t, client, redistier.Options{Timeout: 500 * time.Millisecond, BreakerCooldown: 100 * time.Millisecond})

@@ -27,7 +27,9 @@ func plantBig(t *testing.T, srv *redistest.Server, key string, size int64) {
 func TestOversizedValue(t *testing.T) {
 	srv := redistest.Start(t)
 	raw := srv.Client(t)
-	opts := redistier.Options{MaxEntryBytes: 1 << 20, Timeout: 100 * time.Millisecond, BreakerFailures: 2}
+	// 250 ms: far below what reading 256 MiB takes, with room for a
+	// loaded 2-core machine under -race.
+	opts := redistier.Options{MaxEntryBytes: 1 << 20, Timeout: 250 * time.Millisecond, BreakerFailures: 2}
 	for _, size := range []int64{256 << 20, 2 << 20} {
 		c := openCache(t, clientOf(t, srv.Addr, true), opts)
 		k := cachetest.KeyN(7)

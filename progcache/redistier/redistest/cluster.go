@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,11 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 	for _, s := range cl.Masters {
 		for {
 			info, err := s.CLI("cluster", "info")
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:"+fmt.Sprint(n)) {
+			// A node can report cluster_state:ok while its slot map still
+			// lacks a master's address; a client that loads the map from
+			// it then walks fewer masters (ForEachMaster) until it reloads
+			// seconds later. So the map must name every master too.
+			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:"+fmt.Sprint(n)) && slotMapComplete(s, addrs) {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -76,4 +81,27 @@ func (cl *Cluster) Client(tb testing.TB) *redis.ClusterClient {
 		tb.Fatalf("redistest: cluster client: %v", err)
 	}
 	return c
+}
+
+// slotMapComplete reports whether s's CLUSTER SLOTS covers all 16384 slots
+// with masters at exactly addrs.
+func slotMapComplete(s *Server, addrs []string) bool {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	slots, err := c.ClusterSlots(ctx).Result()
+	if err != nil {
+		return false
+	}
+	covered := 0
+	masters := map[string]bool{}
+	for _, sl := range slots {
+		if len(sl.Nodes) == 0 || !slices.Contains(addrs, sl.Nodes[0].Addr) {
+			return false
+		}
+		covered += sl.End - sl.Start + 1
+		masters[sl.Nodes[0].Addr] = true
+	}
+	return covered == 16384 && len(masters) == len(addrs)
 }
