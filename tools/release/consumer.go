@@ -17,7 +17,8 @@ import (
 // ConsumerReport is what a fresh consumer of one module got.
 type ConsumerReport struct {
 	Module   string   // folder
-	Output   string   // the README program's output, first lines
+	Output   string   // the README program's standard output, first lines
+	Stderr   int      // lines the README program wrote to standard error, shown only when it fails
 	Sums     []string // "module version" of every third-party module the consumer's go.sum downloads
 	Accelkit []string // the repository's modules the consumer's go.sum records
 	Cgo      []string // packages with cgo files in the consumer's build
@@ -99,11 +100,17 @@ func (r *Rehearsal) Consumer(folder string) (*ConsumerReport, error) {
 		return rep, nil
 	}
 	rep.Cgo, rep.Built = strings.Fields(out), true
-	out, err = runTimeout(dir, nil, programTimeout, bin)
+	// A README program may log to stderr what it is meant to survive (the
+	// redistier one: connection refused, with no Redis server, as it fails
+	// open); a passing run shows only its stdout, a failing one everything.
+	stdout, stderr, err := runProgram(dir, bin)
 	if err != nil {
-		add("consumer of %s: the README program failed:\n%s", folder, indent(out))
+		add("consumer of %s: the README program failed: %v\n%s", folder, err, indent(stdout+stderr))
 	}
-	rep.Output = firstLines(out, 6)
+	rep.Output = firstLines(stdout, 6)
+	if s := strings.TrimRight(stderr, "\n"); s != "" {
+		rep.Stderr = strings.Count(s, "\n") + 1
+	}
 
 	sum, err := os.ReadFile(filepath.Join(dir, "go.sum"))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -158,6 +165,22 @@ func runTimeout(dir string, env []string, limit time.Duration, name string, args
 		return out.String(), fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
 	}
 	return out.String(), nil
+}
+
+// runProgram runs a README program in dir within programTimeout and
+// returns its stdout and stderr apart.
+func runProgram(dir, bin string) (stdout, stderr string, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), programTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("still running after %v, stopped", programTimeout)
+	}
+	return out.String(), errb.String(), err
 }
 
 func firstLines(s string, n int) string {

@@ -139,7 +139,9 @@ func claimDir(dir string) error {
 	return os.WriteFile(filepath.Join(dir, markerName), []byte("accelkit release rehearsal: proxy/ and modcache/ are rebuilt by tools/cmd/release\n"), 0o644)
 }
 
-func (r *Rehearsal) proxyDir() string    { return filepath.Join(r.Dir, "proxy") }
+// ProxyDir is the folder of the rehearsal's module proxy, which the go
+// command reads as GOPROXY=file://<ProxyDir>.
+func (r *Rehearsal) ProxyDir() string    { return filepath.Join(r.Dir, "proxy") }
 func (r *Rehearsal) modcacheDir() string { return filepath.Join(r.Dir, "modcache") }
 
 // reset empties the proxy and removes the repository's modules from the
@@ -147,7 +149,7 @@ func (r *Rehearsal) modcacheDir() string { return filepath.Join(r.Dir, "modcache
 // third-party modules stay cached.
 func (r *Rehearsal) reset() error {
 	stale := []string{
-		r.proxyDir(),
+		r.ProxyDir(),
 		filepath.Join(r.modcacheDir(), filepath.FromSlash(strings.TrimSuffix(ModulePrefix, "/"))),
 		filepath.Join(r.modcacheDir(), "cache", "download", filepath.FromSlash(strings.TrimSuffix(ModulePrefix, "/"))),
 	}
@@ -156,7 +158,7 @@ func (r *Rehearsal) reset() error {
 			return err
 		}
 	}
-	return os.MkdirAll(r.proxyDir(), 0o755)
+	return os.MkdirAll(r.ProxyDir(), 0o755)
 }
 
 // removeAllWritable removes p like os.RemoveAll, first making folders
@@ -196,7 +198,7 @@ func (r *Rehearsal) addModule(folder, version string) (ZipInfo, error) {
 	if err != nil {
 		return ZipInfo{}, err
 	}
-	vdir := filepath.Join(r.proxyDir(), filepath.FromSlash(esc), "@v")
+	vdir := filepath.Join(r.ProxyDir(), filepath.FromSlash(esc), "@v")
 	if err := os.MkdirAll(vdir, 0o755); err != nil {
 		return ZipInfo{}, err
 	}
@@ -392,7 +394,7 @@ func fileURL(dir string) string {
 // checksum database lookups for the repository's modules (the sum database
 // knows only real tags).
 func (r *Rehearsal) Env() []string {
-	proxy := []string{fileURL(r.proxyDir())}
+	proxy := []string{fileURL(r.ProxyDir())}
 	if r.userEnv.GOMODCACHE != "" {
 		proxy = append(proxy, fileURL(filepath.Join(r.userEnv.GOMODCACHE, "cache", "download")))
 	}
@@ -428,4 +430,26 @@ func (r *Rehearsal) Env() []string {
 // untagged module's hash changes with every commit.
 func inRepoSumLine(line string) bool {
 	return strings.HasPrefix(line, ModulePrefix)
+}
+
+// ShellEnv is Env as POSIX shell `export` lines, for `eval "$(...)"`: a
+// module anywhere on the machine then resolves the repository's modules
+// through this rehearsal, as it will through the module proxy once they are
+// tagged. The module cache is the rehearsal's own, so the untagged zips
+// never reach the user's cache, where a stale v0.1.0 would outlive the
+// real tag and fail its checksum.
+func (r *Rehearsal) ShellEnv() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# the accelkit release rehearsal's proxy, %q: run in a subshell, or a shell you then close\n", r.ProxyDir())
+	for _, kv := range r.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(v))
+	}
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell: in single quotes, each quote in s
+// closing the string, escaped, and reopening it.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

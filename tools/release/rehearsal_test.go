@@ -2,8 +2,11 @@ package release
 
 import (
 	"archive/zip"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -257,5 +260,101 @@ func TestReadmeSums(t *testing.T) {
 	}
 	if back, _ := ReadmeSums(SumSection(want)); !slices.Equal(back, want) {
 		t.Errorf("SumSection does not read back: %q", back)
+	}
+}
+
+// TestShellEnvFromAnyModule evals the printed environment in a shell and,
+// from a module outside the repository, gets, builds and runs b at its
+// untagged version: what the README tells a user to do before the tags.
+// GOPROXY=off behind the rehearsal proxy (newTestRepo) keeps it offline,
+// so only the printed environment can make it resolve.
+func TestShellEnvFromAnyModule(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no POSIX shell")
+	}
+	r := newTestRepo(t, "v0.1.0")
+	reh := r.rehearse()
+	env := reh.ShellEnv()
+	for _, want := range []string{
+		"export GOPROXY='" + fileURL(reh.ProxyDir()) + ",",
+		"export GONOSUMDB='" + strings.TrimSuffix(ModulePrefix, "/") + "'\n",
+		"export GOMODCACHE='" + filepath.Join(reh.Dir, "modcache") + "'\n",
+		"export GOWORK='off'\n",
+	} {
+		if !strings.Contains(env, want) {
+			t.Errorf("ShellEnv lacks %q:\n%s", want, env)
+		}
+	}
+	// The user's GOFLAGS, and a module cache the next rehearsal can empty.
+	if !regexp.MustCompile(`(?m)^export GOFLAGS='[^'\n]*-modcacherw'$`).MatchString(env) {
+		t.Errorf("ShellEnv's GOFLAGS lacks -modcacherw:\n%s", env)
+	}
+	scratch := t.TempDir()
+	envFile := filepath.Join(t.TempDir(), "env.sh")
+	for name, data := range map[string]string{
+		filepath.Join(scratch, "go.mod"):  "module example.com/try\n\ngo 1.26\n",
+		filepath.Join(scratch, "main.go"): consumerProgram,
+		envFile:                           env,
+	} {
+		if err := os.WriteFile(name, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := `eval "$(cat "$1")" && go get ` + ModulePrefix + `b@v0.1.0 && go build -o try . && ./try`
+	out, err := run(scratch, nil, sh, "-c", script, "sh", envFile)
+	if err != nil {
+		t.Fatalf("a scratch module under the printed environment: %v", err)
+	}
+	if !strings.Contains(out, "H is 1") {
+		t.Errorf("the scratch program printed %q, want %q", out, "H is 1")
+	}
+	if _, err := os.Stat(filepath.Join(reh.Dir, "modcache", "cache", "download", filepath.FromSlash(ModulePrefix), "b", "@v", "v0.1.0.zip")); err != nil {
+		t.Errorf("b was not downloaded into the rehearsal's own module cache: %v", err)
+	}
+}
+
+func TestShellQuote(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no POSIX shell")
+	}
+	for _, s := range []string{"", "plain", "with space", "it's", `$HOME "q" \n`, "a\nb"} {
+		out, err := run("", nil, sh, "-c", "printf %s "+shellQuote(s))
+		if err != nil || out != s {
+			t.Errorf("sh read %s as %q (%v), want %q", shellQuote(s), out, err, s)
+		}
+	}
+}
+
+// TestConsumerStderr: a README program that logs to stderr what it
+// survives (redistier's fails open without a server) shows only its stdout
+// when it exits 0; when it fails, its stderr is in the problem.
+func TestConsumerStderr(t *testing.T) {
+	r := newTestRepo(t, "v0.1.0")
+	prog := func(exit int) string {
+		return "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n\n\t\"" + ModulePrefix + "b\"\n)\n\nfunc main() {\n" +
+			"\tfor range 3 {\n\t\tfmt.Fprintln(os.Stderr, \"dial tcp 127.0.0.1:6379: connect: connection refused\")\n\t}\n" +
+			"\tfmt.Println(\"H is\", b.H())\n\tos.Exit(" + fmt.Sprint(exit) + ")\n}\n"
+	}
+	r.write("b/README.md", "# b\n\n```go\n"+prog(0)+"```\n\n## "+SumHeading+"\n\n- none\n")
+	reh := r.rehearse()
+	rep, err := reh.Consumer("b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Problems) > 0 || rep.Output != "H is 1" || rep.Stderr != 3 {
+		t.Fatalf("a passing program: output %q, %d stderr line(s), problems %q; want %q, 3, none", rep.Output, rep.Stderr, rep.Problems, "H is 1")
+	}
+
+	r.write("b/README.md", "# b\n\n```go\n"+prog(1)+"```\n\n## "+SumHeading+"\n\n- none\n")
+	reh.Close()
+	reh = r.rehearse()
+	if rep, err = reh.Consumer("b"); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(rep.Problems, "\n")
+	if !strings.Contains(all, "the README program failed") || !strings.Contains(all, "connection refused") || !strings.Contains(all, "H is 1") {
+		t.Errorf("a failing program's problems lack its stderr and stdout:\n%s", all)
 	}
 }

@@ -195,7 +195,7 @@ func parseModList(out string) map[string]string {
 }
 
 // SortedKeys returns m's keys in order.
-func SortedKeys(m map[string]string) []string {
+func SortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

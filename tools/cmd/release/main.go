@@ -6,6 +6,7 @@
 //	release tag [-create] MODULE...   check in dependency order, then print or create <module>/vX.Y.Z tags
 //	release apidiff [MODULE...]       compare exported API with the last tag (all released modules by default)
 //	release rehearse [MODULE...]      zip every module at its next version into a file:// proxy, then be a fresh consumer of each
+//	release proxy-env                 build that proxy and print, for eval, the environment that uses it from any module
 //	release alone [flags] MODULE...   build, vet and test modules alone (GOWORK=off) through that proxy
 //	release tidy [-check] [MODULE...] go mod tidy alone, through that proxy (all go.work modules by default)
 //	release deps                      fail when a module's dependency versions differ inside the workspace and alone
@@ -44,6 +45,7 @@ commands:
   tag [-create] MODULE...          check in dependency order, then print (or create) the tags
   apidiff [MODULE...]              compare exported API with the last tag
   rehearse [MODULE...]             zip modules into a file:// proxy and be a fresh consumer of each
+  proxy-env                        build that proxy; print the environment that uses it (eval "$(...)")
   alone [-race] [-cross] [-fuzz D] MODULE...
                                    tidy check, vet, tests, CGO_ENABLED=0 build of modules alone (GOWORK=off)
   tidy [-check] [MODULE...]        go mod tidy alone, through the rehearsal proxy (-check: report only)
@@ -218,6 +220,27 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return rehearse(*repo, *dir, mods, stdout, logf)
+	case "proxy-env":
+		if err := parse(sub, rest); err != nil {
+			return err
+		}
+		if sub.NArg() > 0 {
+			return usageErr("proxy-env takes no arguments (it zips every released module)")
+		}
+		r, err := rehearsal()
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		fmt.Fprint(stdout, r.ShellEnv())
+		var mods []string
+		for _, m := range release.SortedKeys(r.Zips) {
+			mods = append(mods, m+"@"+r.Zips[m].Version)
+		}
+		logf("proxy-env: the rehearsal proxy %s holds the work tree's %s.\n"+
+			"A module's go.sum records these zips' hashes: after the work tree changes, run proxy-env again and drop the github.com/accelkit lines from go.sum.",
+			r.ProxyDir(), strings.Join(mods, " "))
+		return nil
 	case "alone":
 		race := sub.Bool("race", false, "run the tests with -race")
 		cross := sub.Bool("cross", false, "also build and vet (tests included) for darwin and windows with CGO_ENABLED=0")
@@ -355,7 +378,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
-	return usageErr("unknown command %q (valid: list, check, tag, apidiff, rehearse, alone, tidy, deps, workspace, bump)", cmd)
+	return usageErr("unknown command %q (valid: list, check, tag, apidiff, rehearse, proxy-env, alone, tidy, deps, workspace, bump)", cmd)
 }
 
 // workspaceProblems lists replace directives in any module's go.mod, in-repo
@@ -437,9 +460,12 @@ func rehearse(repo, dir string, mods []string, stdout io.Writer, logf func(strin
 		if rep.Output != "" {
 			fmt.Fprintf(stdout, "  README program:\n    %s\n", strings.ReplaceAll(rep.Output, "\n", "\n    "))
 		}
+		if rep.Stderr > 0 && len(rep.Problems) == 0 {
+			fmt.Fprintf(stdout, "    (%d stderr line(s) not shown: it exited 0)\n", rep.Stderr)
+		}
 		problems = append(problems, rep.Problems...)
 	}
-	fmt.Fprintf(stdout, "\nrehearsal of %d module(s) in %v (proxy %s)\n", len(mods), time.Since(start).Round(time.Second), r.Dir)
+	fmt.Fprintf(stdout, "\nrehearsal of %d module(s) in %v; proxy %s (`go tool task proxy-env` prints the environment that uses it from any module)\n", len(mods), time.Since(start).Round(time.Second), r.ProxyDir())
 	if len(problems) > 0 {
 		return fmt.Errorf("the rehearsal found %d problem(s):\n  - %s", len(problems), strings.Join(problems, "\n  - "))
 	}
