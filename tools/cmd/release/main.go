@@ -12,6 +12,8 @@
 //	release deps                      fail when a module's dependency versions differ inside the workspace and alone
 //	release workspace [-check]        no replace in any go.mod; go.work replaces each module at its next version
 //	release bump                      set in-repo requirements and go.work to the versions in versions.yaml
+//	release steps STEP[,STEP]...      run `go tool task STEP`s (a,b: at once), then print each one's time and the skipped checks
+//	release gotest                    filter `go test -json` on stdin into go test's plain output, noting skipped tests
 //
 // Run at the repository root, usually through the Taskfile
 // (`go tool task release:check MODULE=driver`). The rehearsal keeps its
@@ -25,7 +27,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -52,6 +56,9 @@ commands:
   deps                             dependency versions inside the workspace equal those alone
   workspace [-check]               no replace in any go.mod; go.work replaces each module at its next version
   bump                             set in-repo requirements and go.work to versions.yaml
+  steps STEP[,STEP]...             run go tool task STEP, one argument after the other (a,b: at once);
+                                   then print each step's wall time and what skipped for want of a program
+  gotest                           read go test -json on stdin, print go test's plain output, note skipped tests
 `
 
 // errUsage marks errors that are the caller's: exit status 2.
@@ -241,6 +248,19 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 			"A module's go.sum records these zips' hashes: after the work tree changes, run proxy-env again and drop the github.com/accelkit lines from go.sum.",
 			r.ProxyDir(), strings.Join(mods, " "))
 		return nil
+	case "gotest":
+		if err := parse(sub, rest); err != nil {
+			return err
+		}
+		return gotest(os.Stdin, stdout)
+	case "steps":
+		if err := parse(sub, rest); err != nil {
+			return err
+		}
+		if sub.NArg() == 0 {
+			return usageErr("steps needs at least one task name")
+		}
+		return steps(*repo, sub.Args(), stdout, stderr)
 	case "alone":
 		race := sub.Bool("race", false, "run the tests with -race")
 		cross := sub.Bool("cross", false, "also build and vet (tests included) for darwin and windows with CGO_ENABLED=0")
@@ -378,7 +398,7 @@ func dispatch(args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
-	return usageErr("unknown command %q (valid: list, check, tag, apidiff, rehearse, proxy-env, alone, tidy, deps, workspace, bump)", cmd)
+	return usageErr("unknown command %q (valid: list, check, tag, apidiff, rehearse, proxy-env, alone, tidy, deps, workspace, bump, steps, gotest)", cmd)
 }
 
 // workspaceProblems lists replace directives in any module's go.mod, in-repo
@@ -562,4 +582,81 @@ func moduleDirs(repo string) ([]string, error) {
 		return nil
 	})
 	return mods, err
+}
+
+// gotest filters `go test -json` from in. The tests that skipped go to the
+// folder RecordEnv names, for the test command's summary; run alone, it
+// prints the summary of absent programs itself.
+func gotest(in io.Reader, stdout io.Writer) error {
+	skips, failed, err := release.FilterTestJSON(in, stdout)
+	if err != nil {
+		return err
+	}
+	if dir := os.Getenv(release.RecordEnv); dir != "" {
+		if err := release.WriteSkips(dir, skips); err != nil {
+			return err
+		}
+	} else if absent, _ := release.ClientReport(exec.LookPath, skips); slices.ContainsFunc(absent, func(a release.AbsentClient) bool { return len(a.Skipped) > 0 }) {
+		release.WriteClientReport(stdout, absent, nil)
+	}
+	if failed {
+		return errors.New("tests failed")
+	}
+	return nil
+}
+
+// outerGOWORK names the variable through which the Taskfile hands steps
+// the user's GOWORK: the release tool itself runs with GOWORK=off, which
+// `go tool task` must not inherit.
+const outerGOWORK = "ACCELKIT_GOWORK"
+
+// steps runs `go tool task STEP` for each step (comma-separated steps at
+// once), then prints each step's wall time, the machine's load and the
+// checks that skipped for want of a program, whether the steps passed or
+// not.
+func steps(repo string, args []string, stdout, stderr io.Writer) error {
+	root, err := filepath.Abs(repo)
+	if err != nil {
+		return err
+	}
+	var groups [][]string
+	for _, a := range args {
+		g := strings.Split(a, ",")
+		if slices.Contains(g, "") {
+			return usageErr("steps: empty task name in %q", a)
+		}
+		groups = append(groups, g)
+	}
+	record, err := os.MkdirTemp("", "accelkit-test-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(record)
+	env := []string{release.RecordEnv + "=" + record}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOWORK=") && !strings.HasPrefix(kv, release.RecordEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	if w := os.Getenv(outerGOWORK); w != "" {
+		env = append(env, "GOWORK="+w)
+	}
+	loadBefore := release.LoadAverage()
+	start := time.Now()
+	times, runErr := release.RunSteps(groups, func(step string) *exec.Cmd {
+		cmd := exec.Command("go", "tool", "task", step)
+		cmd.Dir, cmd.Env = root, env
+		return cmd
+	}, stdout, stderr)
+	total := time.Since(start)
+	fmt.Fprintln(stdout)
+	release.WriteStepTimes(stdout, times, total)
+	fmt.Fprintf(stdout, "  machine: %d CPU(s); load average %s at the start, %s at the end\n", runtime.NumCPU(), loadBefore, release.LoadAverage())
+	skips, err := release.ReadSkips(record)
+	if err != nil {
+		return err
+	}
+	absent, other := release.ClientReport(exec.LookPath, skips)
+	release.WriteClientReport(stdout, absent, other)
+	return runErr
 }
