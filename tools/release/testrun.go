@@ -96,6 +96,20 @@ func FilterTestJSON(r io.Reader, w io.Writer) (skips []Skip, failed bool, err er
 			}
 		}
 	}
+	// Tests still running when their binary died (a panic elsewhere, the
+	// -timeout): their output explains the failure.
+	var left []key
+	for k, lines := range buf {
+		if len(lines) > 0 {
+			left = append(left, k)
+		}
+	}
+	slices.SortFunc(left, func(a, b key) int { return strings.Compare(a.pkg+" "+a.test, b.pkg+" "+b.test) })
+	for _, k := range left {
+		if _, err := io.WriteString(w, strings.Join(buf[k], "")); err != nil {
+			return nil, true, err
+		}
+	}
 	return skips, failed, sc.Err()
 }
 

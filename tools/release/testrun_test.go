@@ -75,6 +75,17 @@ func TestFilterTestJSON(t *testing.T) {
 	if _, failed, err := FilterTestJSON(strings.NewReader(in), &out); failed || err != nil || out.String() != "not json\nok  \tp\t0.1s\n" {
 		t.Errorf("FilterTestJSON(%q) = %q, failed %v, %v", in, out.String(), failed, err)
 	}
+
+	// A test cut off by its binary's death keeps its output.
+	out.Reset()
+	in = `{"Action":"run","Package":"p","Test":"TestHang"}
+{"Action":"output","Package":"p","Test":"TestHang","Output":"    h_test.go:9: waiting on the lease\n"}
+{"Action":"output","Package":"p","Output":"panic: test timed out after 10m0s\n"}
+{"Action":"fail","Package":"p"}
+`
+	if _, failed, err := FilterTestJSON(strings.NewReader(in), &out); !failed || err != nil || !strings.Contains(out.String(), "waiting on the lease") {
+		t.Errorf("a test cut off: %q, failed %v, %v", out.String(), failed, err)
+	}
 }
 
 func TestSkipsRoundTrip(t *testing.T) {
