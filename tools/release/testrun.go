@@ -366,8 +366,8 @@ type StepTime struct {
 // RunSteps runs groups of steps one group after the other, stopping after
 // the first group with a failure; the steps of one group run at once. The
 // first step of a group writes to stdout and stderr as it goes; the
-// others' output is held and written, whole, once each ends, so no two
-// steps' lines mix. It returns each step's wall time (steps after a
+// others' output is held and written, whole and under a header, once both
+// it and the first have ended, so no two steps' lines mix. It returns each step's wall time (steps after a
 // failure are not started) and the first error.
 func RunSteps(groups [][]string, command func(step string) *exec.Cmd, stdout, stderr io.Writer) ([]StepTime, error) {
 	var times []StepTime
@@ -407,12 +407,25 @@ func RunSteps(groups [][]string, command func(step string) *exec.Cmd, stdout, st
 				done <- r
 			}()
 		}
+		// A held output is written once the live step has ended, so it
+		// never lands in the middle of one of the live step's lines.
 		results := make([]StepTime, len(group))
+		var pending []result
+		liveDone := false
 		for range group {
 			r := <-done
 			results[r.i] = r.t
-			if len(r.out) > 0 {
-				stdout.Write(r.out)
+			if r.i == 0 {
+				liveDone = true
+			} else {
+				pending = append(pending, r)
+			}
+			if liveDone {
+				for _, p := range pending {
+					fmt.Fprintf(stdout, "== %s (ran beside %s):\n", p.t.Name, group[0])
+					stdout.Write(p.out)
+				}
+				pending = nil
 			}
 		}
 		for _, t := range results {

@@ -223,9 +223,10 @@ func TestRunSteps(t *testing.T) {
 		t.Skip("no POSIX shell")
 	}
 	scripts := map[string]string{
-		// a and b run at once: each waits for the other's file.
-		"a":    "touch a.started; while [ ! -e b.started ]; do sleep 0.01; done; echo a-out; echo a-err >&2",
-		"b":    "touch b.started; while [ ! -e a.started ]; do sleep 0.01; done; echo b-one; sleep 0.05; echo b-two",
+		// a and b run at once: each waits for the other's file. b ends
+		// first, but its output waits for a's end.
+		"a":    "touch a.started; while [ ! -e b.started ]; do sleep 0.01; done; echo a-err >&2; sleep 0.2; echo a-out",
+		"b":    "touch b.started; while [ ! -e a.started ]; do sleep 0.01; done; echo b-one; echo b-two",
 		"fail": "echo failing; exit 3",
 		"late": "echo never",
 	}
@@ -241,8 +242,8 @@ func TestRunSteps(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 3 || !strings.HasPrefix(err.Error(), "fail: ") {
 		t.Fatalf("err = %v, want fail's exit status 3", err)
 	}
-	if got := stdout.String(); !strings.Contains(got, "b-one\nb-two\n") || !strings.Contains(got, "a-out\n") || strings.Contains(got, "never") {
-		t.Errorf("stdout %q: want a's line, b's two together, and nothing of the step after the failure", got)
+	if got, want := stdout.String(), "a-out\n== b (ran beside a):\nb-one\nb-two\nfailing\n"; got != want {
+		t.Errorf("stdout %q, want %q: a's line, b's after a's end, fail's, and nothing of the step after the failure", got, want)
 	}
 	if stderr.String() != "a-err\n" {
 		t.Errorf("stderr %q, want a's", stderr.String())
