@@ -25,6 +25,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"-bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"alone"}, 2, "alone needs at least one module folder"},
 		{[]string{"check", "-create", "driver"}, 2, "check never creates tags"},
+		{[]string{"steps"}, 2, "steps needs at least one task name"},
+		{[]string{"steps", "vet,,smoke"}, 2, `empty task name in "vet,,smoke"`},
+		{[]string{"proxy-env", "-h"}, 0, "Usage of proxy-env"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(tc.args, &out, &errb)
