@@ -154,8 +154,8 @@ func derefHit(hit *Object) Object {
 
 // CannotStore reports a Put (or LockKey) error that means a cache cannot
 // keep the object here (too large, read-only, a foreign path, a read-only
-// or full filesystem, no permission; the per-system codes are in
-// store_unix.go and store_windows.go) rather than a fault: GetOrCompile
+// or full filesystem, no permission, by the system's own error codes)
+// rather than a fault: GetOrCompile
 // then returns the compiled object without an error, as compiling without
 // caching is what the caller wants.
 func CannotStore(err error) bool {

@@ -9,12 +9,12 @@
 // type assertion, so callers in other processes that share the directory
 // compile a key once too.
 //
+// Errors begin "filestream:" and wrap progcache's sentinels (ErrClosed,
+// ErrReadOnly, ErrNotCache, ErrTooLarge, ErrInvalidConfig).
+package filestream
+
 // Files: cache.go (the Cache, Options and the directory's layout), read.go
 // (Get and View), commit.go (how a record is written and renamed into
 // place), lock.go (GetOrCompile's cross-process lock), scan.go, prune.go,
 // verify.go and stats.go (the Admin side), and dir_*.go and entry_*.go
 // (held directories and entry files, per platform).
-//
-// Errors begin "filestream:" and wrap progcache's sentinels (ErrClosed,
-// ErrReadOnly, ErrNotCache, ErrTooLarge, ErrInvalidConfig).
-package filestream

@@ -10,11 +10,11 @@
 // progcache's Group finds by type assertion, and it takes its local
 // tier's cross-process lock (progcache.LockForCompile) before the lease.
 //
-// Files: cache.go (the Cache, Options, TierStats), compile.go
-// (LeadCompile: compile-once across machines), lease.go (Leaser, Lease),
-// prefetch.go (Prefetch, Prefetcher), queue.go (the remote put queue).
-//
 // A Cache is safe for concurrent use by multiple goroutines. Its errors
 // begin "tiered:" and wrap progcache's sentinels (ErrClosed,
 // ErrInvalidConfig).
 package tiered
+
+// Files: cache.go (the Cache, Options, TierStats), compile.go
+// (LeadCompile: compile-once across machines), lease.go (Leaser, Lease),
+// prefetch.go (Prefetch, Prefetcher), queue.go (the remote put queue).
