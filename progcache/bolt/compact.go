@@ -55,8 +55,8 @@ const (
 	// compactShare is the share of the pages below the high-water mark
 	// that may be free before the file is compacted.
 	compactShare = 0.5
-	// compactMinBytes: a file whose pages in use take less than this is
-	// never compacted (a small file is not worth a copy per write).
+	// compactMinBytes: a file smaller than this is never compacted (a
+	// small file is not worth a copy per write).
 	compactMinBytes = 1 << 20
 	// compactTxBytes bounds the memory of one compaction transaction.
 	compactTxBytes = 16 << 20
@@ -76,9 +76,10 @@ func growStep(maxBytes int64) int {
 }
 
 // shouldCompact reports whether h's file is larger than
-// max(compactMinBytes, 2 x its pages in use + step), the pages in use being
-// those below the high-water mark (read from the current meta page) less
-// bbolt's free and pending pages (its stats after the last write).
+// max(compactMinBytes, its pages in use / (1-compactShare) + step), the
+// pages in use being those below the high-water mark (read from the
+// current meta page) less bbolt's free and pending pages (its stats after
+// the last write).
 func (h *boltHandle) shouldCompact(step int) bool {
 	if h.wedged.Load() {
 		return false
@@ -97,7 +98,7 @@ func (h *boltHandle) shouldCompact(step int) bool {
 		return false // the next transaction meets the damage
 	}
 	inUse := int64(m0.pgid)*ps - int64(h.db.Stats().FreeAlloc)
-	return fi.Size() > 2*inUse+int64(step)
+	return fi.Size() > int64(float64(inUse)/(1-compactShare))+int64(step)
 }
 
 // maybeCompactLocked compacts the file after a write when shouldCompact
