@@ -19,9 +19,13 @@ import (
 	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
-// The viewer check runs PyTorch's own memory viewer, MemoryViz.js from a
-// PyTorch installation, in node over devalloc's pickles, through our
-// harness testdata/memviz/segment_view_check.js (its README says how).
+// The viewer check runs PyTorch's own memory viewer, MemoryViz.js, in node
+// over devalloc's pickles, through our harness
+// testdata/memviz/segment_view_check.js (its README says how). PyTorch's
+// wheels do not ship the file (torch 2.11's _memory_viz.py imports it from
+// a CDN; checked on the GPU machine): it comes from a PyTorch source
+// checkout, named by ACCELKIT_MEMORYVIZ_JS or found in a torch package
+// installed from source.
 const (
 	envMemoryVizJS      = "ACCELKIT_MEMORYVIZ_JS"      // the viewer's path, if not found through Python
 	envPython           = "ACCELKIT_PYTHON"            // the python whose torch package to use; python3 if unset
@@ -30,8 +34,9 @@ const (
 	viewerHarness       = "testdata/memviz/segment_view_check.js"
 )
 
-const enableViewer = "install PyTorch for python3 (" + envPython + " names another python) or set " +
-	envMemoryVizJS + "=/path/to/torch/utils/viz/MemoryViz.js; " + envRequireMemoryViz +
+const enableViewer = "set " + envMemoryVizJS + "=/path/to/pytorch/torch/utils/viz/MemoryViz.js " +
+	"(a PyTorch source checkout: the wheels do not ship it), or install PyTorch from source for python3 (" +
+	envPython + " names another python); " + envRequireMemoryViz +
 	"=1 turns this skip into a failure. The trace is still checked without it, by TestTraceReplaysOntoSegments"
 
 // findMemoryViz returns the path of PyTorch's MemoryViz.js: the one

@@ -226,7 +226,7 @@ var Clients = []Client{
 	{Name: "node", Require: "ACCELKIT_REQUIRE_NODE", Install: "nodejs",
 		Match: regexp.MustCompile(`\bnode\b|Node\.js`), present: anyOf("node")},
 	{Name: "MemoryViz.js", Require: "ACCELKIT_REQUIRE_MEMORYVIZ",
-		Other: "python3 -m pip install torch, or ACCELKIT_MEMORYVIZ_JS=/path/to/torch/utils/viz/MemoryViz.js",
+		Other: "ACCELKIT_MEMORYVIZ_JS=/path/to/pytorch/torch/utils/viz/MemoryViz.js (from a PyTorch source checkout: the wheels do not ship it)",
 		Match: regexp.MustCompile(`MemoryViz`), present: memoryVizPresent},
 	{Name: "python3", Require: "ACCELKIT_REQUIRE_PYTHON", Install: "python3",
 		Match: regexp.MustCompile(`\bpython3?\b`), present: anyOf("python3")},

@@ -4,8 +4,8 @@
 // (MemoryView) drawn at every event index of every device, with every
 // drawn segment and block hovered (the tooltip text is built then).
 //
-// The viewer is torch/utils/viz/MemoryViz.js from a PyTorch installation,
-// read from disk unmodified. It is an ES module that imports d3 from a
+// The viewer is torch/utils/viz/MemoryViz.js from a PyTorch source
+// checkout (the wheels do not ship it), read from disk unmodified. It is an ES module that imports d3 from a
 // CDN and builds its page at load time, so this harness evaluates its text
 // in a node vm context: each import statement becomes a binding to a small
 // d3 stand-in below (a DOM-less element tree with d3's selection and data
