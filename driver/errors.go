@@ -33,6 +33,15 @@ var (
 	// ErrDeviceLost is sticky on the device: once seen, every later call on
 	// the device and its streams and events fails with it.
 	ErrDeviceLost = errors.New("driver: device lost")
+	// ErrInvalidImage is Launcher.LoadModule of an image the backend cannot
+	// load: not a PTX, cubin or fatbin image, PTX of a newer ISA than the
+	// driver's JIT, or no code for the device's architecture. CUDA's
+	// CUDA_ERROR_INVALID_IMAGE, _INVALID_PTX, _NO_BINARY_FOR_GPU and
+	// _UNSUPPORTED_PTX_VERSION map to it.
+	ErrInvalidImage = errors.New("driver: invalid program image")
+	// ErrNotFound is Module.Kernel of a name the module does not have
+	// (CUDA_ERROR_NOT_FOUND).
+	ErrNotFound = errors.New("driver: not found")
 )
 
 // closedError is ErrClosed's type. Its AccelkitClosed method is the mark a
