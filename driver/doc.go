@@ -8,7 +8,9 @@
 //
 // Backends live in sub-packages: driver/sim, the strict simulated device
 // that is the embedded default, and driver/cuda, which loads libcuda at run
-// time. driver/drivertest is the conformance suite both pass. What only a
+// time. driver/drivertest is the conformance suite both pass. driver/nvrtc
+// compiles CUDA C++ to PTX or cubin at run time with NVRTC, loaded like
+// libcuda. What only a
 // backend's author needs (each device's lifecycle and argument checks,
 // Compose for the optional capabilities, DSN parsing) is driver/backendkit,
 // apart from this package as database/sql/driver is apart from
