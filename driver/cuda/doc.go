@@ -32,7 +32,8 @@
 // package still registers "cuda", and Open returns an error wrapping
 // driver.ErrNotSupported, so programs that import it build everywhere.
 //
-// Its tests run on any Linux machine with a C compiler: testdata/fakecuda
-// is a fake libcuda built during the test. On a GPU machine the same test
+// Its tests run on any Linux machine with a C compiler against a fake
+// libcuda built during the test (package cudatest, which other modules'
+// tests use too). On a GPU machine the same test
 // binary also runs the conformance suite and benchmarks on the real driver.
 package cuda

@@ -31,6 +31,7 @@ type stream struct {
 	h         C.CUstream
 	id        uint64
 	destroyed atomic.Bool
+	foreign   bool // the caller's CUstream (ForeignStream): never destroyed here
 }
 
 func (s *stream) Device() driver.Device { return s.dev.state.Public }
@@ -91,6 +92,9 @@ func (s *stream) WaitEvent(e driver.Event) error {
 func (s *stream) Destroy() error {
 	if s.h == nil {
 		return fmt.Errorf("cuda device %d: the default stream cannot be destroyed: %w", s.dev.ordinal, driver.ErrInvalidValue)
+	}
+	if s.foreign {
+		return s.foreignDestroyError()
 	}
 	if err := s.dev.state.Check("Stream.Destroy"); err != nil {
 		return err

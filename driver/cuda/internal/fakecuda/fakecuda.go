@@ -1,7 +1,7 @@
 //go:build linux && cgo
 
 // Package fakecuda builds and controls the fake libcuda of
-// driver/cuda/testdata/fakecuda for the cuda backend's tests.
+// driver/cuda/cudatest/testdata/fakecuda.c for the cuda backend's tests.
 //
 // Build compiles the C source once per process with the system C compiler
 // and links one shared library per call into the test's temporary
@@ -55,7 +55,7 @@ import (
 
 // Source is the fake's C source, relative to the cuda package directory
 // (where its tests run).
-const Source = "testdata/fakecuda/fakecuda.c"
+const Source = "cudatest/testdata/fakecuda.c"
 
 // Region kinds for Live.
 const (

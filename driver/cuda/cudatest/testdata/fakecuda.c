@@ -305,10 +305,23 @@ static int drop_obj(void *o) {
 	return ok;
 }
 
-/* stream_ctx resolves a stream handle (0: the current context's default
- * stream) to its context, counting a mismatch with the current context. */
+/* CU_STREAM_LEGACY (0x1) and CU_STREAM_PER_THREAD (0x2) name default
+ * streams by handle, as do 0 and the handles a foreign runtime passes; the
+ * fake runs all three as the context's one default stream, and counts each
+ * handle's uses (fake_default_stream_uses). */
+static long long default_uses[3];
+static int default_stream(CUstream s) {
+	uintptr_t h = (uintptr_t)s;
+	if (h > 2) return 0;
+	__atomic_add_fetch(&default_uses[h], 1, __ATOMIC_RELAXED);
+	return 1;
+}
+
+/* stream_ctx resolves a stream handle (0, 0x1, 0x2: the current context's
+ * default stream) to its context, counting a mismatch with the current
+ * context. */
 static CUresult stream_ctx(CUstream s, CUcontext *out) {
-	if (s == NULL) {
+	if (default_stream(s)) {
 		if (current == NULL) return E_INVALID_CONTEXT;
 		*out = current;
 		return SUCCESS;
@@ -325,7 +338,7 @@ static CUresult stream_ctx(CUstream s, CUcontext *out) {
 static void queue_work(CUstream s, CUcontext c) {
 	int code = 0;
 	pthread_mutex_lock(&mu);
-	if (s == NULL) code = c->arm_default, c->arm_default = 0;
+	if ((uintptr_t)s <= 2) code = c->arm_default, c->arm_default = 0;
 	else code = s->arm, s->arm = 0;
 	pthread_mutex_unlock(&mu);
 	if (code != 0) __atomic_store_n(&c->pending, code, __ATOMIC_RELEASE);
@@ -1127,4 +1140,14 @@ EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr s
 	if (!in_device_memory(dst, n) || !in_device_memory(src, n)) return E_INVALID_VALUE;
 	memmove((void *)(uintptr_t)dst, (void *)(uintptr_t)src, n);
 	return SUCCESS;
+}
+
+/* ---- foreign stream handles (driver/cuda's ForeignStream) ------------------ */
+
+/* fake_default_stream_uses returns how often work, queries or events named
+ * the default stream by handle h: 0 (NULL), 1 (CU_STREAM_LEGACY) or 2
+ * (CU_STREAM_PER_THREAD); -1 for another h. */
+EXPORT long long fake_default_stream_uses(int h) {
+	if (h < 0 || h > 2) return -1;
+	return __atomic_load_n(&default_uses[h], __ATOMIC_RELAXED);
 }
