@@ -515,3 +515,60 @@ func f32bytes(vs ...float32) []byte {
 	}
 	return b
 }
+
+// TestLaunchRacingUnload launches from several goroutines while another
+// unloads the module: every launch that returned nil must have run (each
+// doubles x), and every other one must be refused with ErrInvalidValue.
+func TestLaunchRacingUnload(t *testing.T) {
+	_, dev, l := launchDev(t, "")
+	for range 20 {
+		m, err := l.LoadModule([]byte(drivertest.KernelPTX))
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, _ := m.Kernel(drivertest.KernelScale)
+		x, _ := dev.Malloc(4)
+		if err := dev.CopyHtoDSync(x, f32bytes(1)); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := dev.NewStream()
+		var (
+			wg       sync.WaitGroup
+			mu       sync.Mutex
+			launched int
+		)
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 8 {
+					err := k.Launch(s, driver.LaunchConfig{}, new(driver.Args).Ptr(x).Float32(2).Int32(1))
+					switch {
+					case err == nil:
+						mu.Lock()
+						launched++
+						mu.Unlock()
+					case !errors.Is(err, driver.ErrInvalidValue):
+						t.Errorf("Launch racing Unload = %v; want nil or ErrInvalidValue", err)
+					}
+				}
+			}()
+		}
+		if err := m.Unload(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if err := s.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, 4)
+		if err := dev.CopyDtoHSync(got, x); err != nil {
+			t.Fatal(err)
+		}
+		if v := math.Float32frombits(binary.LittleEndian.Uint32(got)); v != float32(math.Ldexp(1, launched)) {
+			t.Fatalf("x = %v after %d accepted launches; want 2^%d: an accepted launch did not run", v, launched, launched)
+		}
+		s.Destroy()
+		dev.Free(x)
+	}
+}
