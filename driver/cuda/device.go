@@ -213,7 +213,7 @@ func newDevice(drv *cudaDriver, ordinal int) (*device, error) {
 
 // capabilities are the optional interfaces d offers: a device without VMM
 // support must not satisfy driver.VMM at all, so the capabilities live in
-// their own types (vmmOps, peerOps, hostRegOps) and backendkit.Compose adds
+// their own types (vmmOps, peerOps, hostRegOps, launchOps) and backendkit.Compose adds
 // only those the library and device support.
 func (d *device) capabilities() backendkit.Capabilities {
 	caps := backendkit.Capabilities{Properties: d}
@@ -225,6 +225,9 @@ func (d *device) capabilities() backendkit.Capabilities {
 	}
 	if d.hostReg {
 		caps.HostRegister = hostRegOps{d}
+	}
+	if d.launcher {
+		caps.Launcher = launchOps{d}
 	}
 	return caps
 }

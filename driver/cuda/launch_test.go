@@ -25,10 +25,11 @@ var libraryLoader = []string{"cuLibraryLoadData", "cuLibraryGetKernel", "cuLibra
 func launcher(t testing.TB, drv *cudaDriver, i int) driver.Launcher {
 	t.Helper()
 	d := drv.devs[i]
-	if !d.launcher {
-		t.Fatalf("device %d offers no launcher: %s", i, d.launchWhy)
+	l, ok := driver.AsLauncher(d.state.Public)
+	if !ok || !d.launcher {
+		t.Fatalf("device %d offers no launcher (AsLauncher %v): %s", i, ok, d.launchWhy)
 	}
-	return launchOps{d}
+	return l
 }
 
 func loadKernels(t testing.TB, l driver.Launcher, image string) driver.Module {
@@ -284,7 +285,7 @@ func TestLaunchMissingSymbols(t *testing.T) {
 			l := fakecuda.Build(t, nil, tc.omit...)
 			drv := openFake(t, l)
 			d := drv.devs[0]
-			if d.launcher {
+			if _, ok := driver.AsLauncher(d.state.Public); ok || d.launcher {
 				t.Fatal("launcher offered without the entry points it needs")
 			}
 			p, err := d.Properties()
