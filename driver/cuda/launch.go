@@ -4,6 +4,26 @@ package cuda
 
 /*
 #include "shim.h"
+
+// ak_keep_image keeps an image copy the driver may still read (its unload
+// failed) reachable from a C global for the rest of the process: it is
+// never freed, and leak checkers (go test -asan's LeakSanitizer) see it as
+// held, not lost. Callers serialise through keptMu.
+static void **ak_kept;
+static size_t ak_nkept, ak_capkept;
+static int ak_keep_image(void *p) {
+	if (ak_nkept == ak_capkept) {
+		size_t n = ak_capkept ? 2 * ak_capkept : 8;
+		void **grown = realloc(ak_kept, n * sizeof *grown);
+		if (grown == NULL) {
+			return -1;
+		}
+		ak_kept = grown;
+		ak_capkept = n;
+	}
+	ak_kept[ak_nkept++] = p;
+	return 0;
+}
 */
 import "C"
 
@@ -219,6 +239,7 @@ func (m *module) release() error {
 	if err := d.result(op, C.ak_unload(d.l, d.ctx, m.lib, m.mod)); err != nil {
 		var e *driver.Error
 		if !errors.As(err, &e) || e.Op != "cuCtxSynchronize" {
+			keepImage(m.image) // the driver may still read it
 			return fmt.Errorf("cuda device %d: Module.Unload: %w", d.ordinal, err)
 		}
 		C.free(m.image) // unloaded; only the wait before failed
@@ -226,6 +247,16 @@ func (m *module) release() error {
 	}
 	C.free(m.image)
 	return nil
+}
+
+// keptMu serialises ak_keep_image.
+var keptMu sync.Mutex
+
+// keepImage holds an image copy for the rest of the process.
+func keepImage(p unsafe.Pointer) {
+	keptMu.Lock()
+	defer keptMu.Unlock()
+	C.ak_keep_image(p) // on failure to grow, the copy stays allocated all the same
 }
 
 // unloadAll ends the live modules at Close and keeps later loads from
