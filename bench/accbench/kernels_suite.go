@@ -84,7 +84,7 @@ func kernelsSuite() Suite {
 			})
 
 			env.Step("warm path")
-			p, err := l.Load(ctx, src) // stored by the cold compiles
+			p, err := l.Load(ctx, src) // the miss that stores it, untimed
 			if err != nil {
 				return out, err
 			}
@@ -135,7 +135,7 @@ func kernelsSuite() Suite {
 				"cold compile: Load of a source not in the cache (key, NVRTC, store, load) beside NVRTC's compile of the same source alone; medians.",
 				"warm path: Load of a cached program (toolchain-probed key, filestream hit, LoadModule) and Unload, median; the goal is at most 0.5x cuda.core's Program.compile(cache=) hit plus ObjectCode load, measured with -peers.",
 				"launch latency: accelkit_scale launched back to back on the default stream, then one synchronize, per launch. The goal (at most 1.1x a raw cuLaunchKernel loop) has no baseline here: driver/cuda exports no raw launch loop to accbench (its own benchmarks compare them).",
-				fmt.Sprintf("training-like step: %d activations of %d MiB from devalloc, each scaled and added into the last, all freed; baseline: the same step with device Malloc and Free per tensor.", loopLayers, loopActivation*4>>20))
+				fmt.Sprintf("training-like step: %d activations of %d MiB from devalloc, each scaled and added into the last, all freed; baseline: the same step with device Malloc and Free per tensor, synchronizing before the frees as cudaFree does.", loopLayers, loopActivation*4>>20))
 			return out, nil
 		},
 	}
@@ -228,7 +228,10 @@ func trainingLoop(env *Env, p *program.Program, steps int) (ours, base float64, 
 	cfg := driver.LaunchConfig{Grid: driver.Dim3{X: loopActivation / 256}, Block: driver.Dim3{X: 256}}
 	args := new(driver.Args)
 	live := make([]driver.Ptr, loopLayers)
-	step := func(alloc func() (driver.Ptr, error), free func(driver.Ptr) error) error {
+	// ordered says free is stream-ordered (devalloc's). Device Free is
+	// not: the memory must be idle first, so the baseline synchronizes
+	// before its frees, as cudaFree does implicitly.
+	step := func(alloc func() (driver.Ptr, error), free func(driver.Ptr) error, ordered bool) error {
 		for i := range live {
 			p, err := alloc()
 			if err != nil {
@@ -248,6 +251,11 @@ func trainingLoop(env *Env, p *program.Program, steps int) (ours, base float64, 
 				}
 			}
 		}
+		if !ordered {
+			if err := dev.Synchronize(); err != nil {
+				return err
+			}
+		}
 		for _, p := range live {
 			if err := free(p); err != nil {
 				return err
@@ -258,20 +266,20 @@ func trainingLoop(env *Env, p *program.Program, steps int) (ours, base float64, 
 	pooled := func() (driver.Ptr, error) { return a.Alloc(bytes, s) }
 	perTensor := func() (driver.Ptr, error) { return dev.Malloc(bytes) }
 	// One untimed step each: devalloc's pool fills, as after a model's first step.
-	if err := step(pooled, a.Free); err != nil {
+	if err := step(pooled, a.Free, true); err != nil {
 		return 0, 0, err
 	}
-	if err := step(perTensor, dev.Free); err != nil {
+	if err := step(perTensor, dev.Free, false); err != nil {
 		return 0, 0, err
 	}
 	o, b := make([]float64, 0, steps), make([]float64, 0, steps)
 	for range steps {
 		t0 := time.Now()
-		if err := step(pooled, a.Free); err != nil {
+		if err := step(pooled, a.Free, true); err != nil {
 			return 0, 0, err
 		}
 		t1 := time.Now()
-		if err := step(perTensor, dev.Free); err != nil {
+		if err := step(perTensor, dev.Free, false); err != nil {
 			return 0, 0, err
 		}
 		o = append(o, float64(t1.Sub(t0).Nanoseconds())/1e3)
