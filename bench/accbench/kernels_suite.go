@@ -129,7 +129,7 @@ func kernelsSuite() Suite {
 			}
 			out.Measurements = append(out.Measurements, Measurement{
 				Case: kernelsLoopCase, Unit: "us/step", Ours: ours,
-				Base: base, BaseName: "Malloc/Free per tensor", Goal: goalKernelsLoop,
+				Base: base, BaseName: "Malloc per tensor", Goal: goalKernelsLoop,
 			})
 			out.Notes = append(out.Notes,
 				"cold compile: Load of a source not in the cache (key, NVRTC, store, load) beside NVRTC's compile of the same source alone; medians.",
