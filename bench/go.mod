@@ -9,6 +9,7 @@ require (
 	github.com/accelkit/accelkit/graphpass v0.1.0
 	github.com/accelkit/accelkit/hostpin v0.1.0
 	github.com/accelkit/accelkit/progcache v0.1.0
+	github.com/accelkit/accelkit/progcache/program v0.1.0
 	github.com/accelkit/accelkit/progcache/redistier v0.1.0
 	github.com/accelkit/accelkit/wrlru v0.1.0
 	github.com/hashicorp/golang-lru/v2 v2.0.7

@@ -13,6 +13,7 @@ import (
 
 	"github.com/accelkit/accelkit/bench/peers"
 	"github.com/accelkit/accelkit/bench/report"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // peerRecord is one line a peer harness prints.
@@ -54,6 +55,12 @@ func runPeers(env *Env, python string, res *report.Results) error {
 			return err
 		}})
 	}
+	// The reference kernels, for cudacore_kernels.py: the source the
+	// kernels suite compiles.
+	files = append(files, outFile{"peers/kernels.cu", 0o644, func(w io.Writer) error {
+		_, err := io.WriteString(w, drivertest.KernelSource)
+		return err
+	}})
 	if err := env.out.writeFiles(files...); err != nil {
 		return err
 	}
@@ -86,6 +93,7 @@ func runPeers(env *Env, python string, res *report.Results) error {
 		run("torch_trace.py", traces...)
 	}
 	run("cudacore_cache.py", quick...)
+	run("cudacore_kernels.py", append([]string{filepath.Join(dir, "kernels.cu")}, quick...)...)
 	mergePeers(res, recs)
 	return nil
 }
@@ -136,6 +144,8 @@ func targetFor(r peerRecord) (peerTarget, bool) {
 			return peerTarget{"progcache", "filestream get hit 64 KiB", goalFilestreamCC}, true
 		case "make_program_cache_key":
 			return peerTarget{"progcache", "MakeKey " + sizeName(r.Source) + " source, vs cuda.core", Goal{}}, true
+		case "kernels_warm_path":
+			return peerTarget{"kernels", kernelsWarmCase, goalKernelsWarmVsCC}, true
 		}
 	}
 	return peerTarget{}, false
@@ -153,6 +163,7 @@ var peerGoals = []struct {
 	{peerTarget{"hostpin", "alloc+free 1 MiB", goalHostpinVsTorch}, "PyTorch"},
 	{peerTarget{"hostpin", "alloc+free 64 MiB", goalHostpinVsTorch}, "PyTorch"},
 	{peerTarget{"replay", fragCase("shapes", "plain"), goalShapesVsTorch}, "PyTorch"},
+	{peerTarget{"kernels", kernelsWarmCase, goalKernelsWarmVsCC}, "cuda.core"},
 }
 
 // unmeasuredPeerGoals lists the peer goals of the suites that ran whose

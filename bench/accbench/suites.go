@@ -9,6 +9,7 @@ func allSuites() []Suite {
 		hostpinSuite(),
 		h2dSuite(),
 		progcacheSuite(),
+		kernelsSuite(),
 		redisSuite(),
 		wrlruSuite(),
 		graphpassSuite(),

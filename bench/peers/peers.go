@@ -7,7 +7,8 @@ package peers
 
 import "embed"
 
-// Scripts holds torch_alloc.py, torch_trace.py and cudacore_cache.py.
+// Scripts holds torch_alloc.py, torch_trace.py, cudacore_cache.py and
+// cudacore_kernels.py.
 //
 //go:embed *.py
 var Scripts embed.FS

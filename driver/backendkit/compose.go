@@ -14,7 +14,7 @@ import "github.com/accelkit/accelkit/driver"
 //
 // A dynamic type's method set is fixed, so each subset of the
 // capabilities needs a type of its own: 2^n - 1 wrappers for n
-// capabilities (15 for four), which nobody should write or review by hand,
+// capabilities (31 for five), which nobody should write or review by hand,
 // and reflection cannot make them (reflect.StructOf promotes no methods).
 // They are generated instead, with the two functions that depend on the
 // list (offersExactly, wrap), from the Capabilities struct below by
@@ -29,14 +29,15 @@ type Capabilities struct {
 	Peer         driver.Peer
 	Properties   driver.PropertiesDevice
 	HostRegister driver.HostRegisterDevice
+	Launcher     driver.Launcher
 }
 
 // Compose returns the Device a backend hands out for base. It behaves as
 // base for every Device method, and its dynamic type satisfies VMM, Peer,
-// PropertiesDevice and HostRegisterDevice exactly when caps holds them,
-// whatever methods base's own type has, so callers keep discovering
-// capabilities by type assertion (dev.(driver.VMM), driver.AsVMM,
-// driver.AsHostRegister).
+// PropertiesDevice, HostRegisterDevice and Launcher exactly when caps
+// holds them, whatever methods base's own type has, so callers keep
+// discovering capabilities by type assertion (dev.(driver.VMM),
+// driver.AsVMM, driver.AsHostRegister, driver.AsLauncher).
 //
 // When base's own type already offers exactly caps, each implemented by
 // base itself, Compose returns base: no wrapper, no extra call. Otherwise

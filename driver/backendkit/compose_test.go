@@ -2,6 +2,7 @@ package backendkit
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
@@ -40,6 +41,9 @@ func (d *allCaps) HostRegister(mem []byte) (*driver.HostBuffer, error) {
 	return driver.NewHostBuffer(d, mem, d.name), nil
 }
 func (d *allCaps) HostUnregister(*driver.HostBuffer) error { return nil }
+func (d *allCaps) LoadModule([]byte) (driver.Module, error) {
+	return nil, fmt.Errorf("%s: LoadModule: %w", d.name, driver.ErrInvalidImage)
+}
 
 // plainDev implements Device only.
 type plainDev struct{ driver.Device }
@@ -54,10 +58,13 @@ type vmmOnly struct{ *allCaps }
 // hostRegOps is.
 type hostRegOnly struct{ *allCaps }
 
+// launcherOnly is a Launcher separate from the device.
+type launcherOnly struct{ *allCaps }
+
 func TestCompose(t *testing.T) {
-	for mask := range 16 {
-		wantV, wantP, wantR, wantH := mask&1 != 0, mask&2 != 0, mask&4 != 0, mask&8 != 0
-		t.Run(fmt.Sprintf("vmm=%v,peer=%v,props=%v,hostregister=%v", wantV, wantP, wantR, wantH), func(t *testing.T) {
+	for mask := range 32 {
+		wantV, wantP, wantR, wantH, wantL := mask&1 != 0, mask&2 != 0, mask&4 != 0, mask&8 != 0, mask&16 != 0
+		t.Run(fmt.Sprintf("vmm=%v,peer=%v,props=%v,hostregister=%v,launcher=%v", wantV, wantP, wantR, wantH, wantL), func(t *testing.T) {
 			base := &allCaps{name: "base", gran: 4096}
 			caps := Capabilities{}
 			if wantV {
@@ -72,6 +79,9 @@ func TestCompose(t *testing.T) {
 			if wantH {
 				caps.HostRegister = hostRegOnly{&allCaps{name: "hostreg"}}
 			}
+			if wantL {
+				caps.Launcher = launcherOnly{&allCaps{name: "launcher"}}
+			}
 			dev := Compose(base, caps)
 			v, hasV := driver.AsVMM(dev)
 			_, hasP := driver.AsPeer(dev)
@@ -80,9 +90,13 @@ func TestCompose(t *testing.T) {
 			if _, ok := dev.(driver.HostRegisterDevice); ok != hasH {
 				t.Errorf("dev.(HostRegisterDevice) = %v but AsHostRegister = %v", ok, hasH)
 			}
-			if hasV != wantV || hasP != wantP || hasR != wantR || hasH != wantH {
-				t.Fatalf("Compose offers VMM=%v Peer=%v Properties=%v HostRegister=%v; want %v %v %v %v",
-					hasV, hasP, hasR, hasH, wantV, wantP, wantR, wantH)
+			l, hasL := driver.AsLauncher(dev)
+			if _, ok := dev.(driver.Launcher); ok != hasL {
+				t.Errorf("dev.(Launcher) = %v but AsLauncher = %v", ok, hasL)
+			}
+			if hasV != wantV || hasP != wantP || hasR != wantR || hasH != wantH || hasL != wantL {
+				t.Fatalf("Compose offers VMM=%v Peer=%v Properties=%v HostRegister=%v Launcher=%v; want %v %v %v %v %v",
+					hasV, hasP, hasR, hasH, hasL, wantV, wantP, wantR, wantH, wantL)
 			}
 			if dev.Name() != "base" || dev.Ordinal() != 7 {
 				t.Errorf("Device methods reach %q/%d; want the base's base/7", dev.Name(), dev.Ordinal())
@@ -93,6 +107,11 @@ func TestCompose(t *testing.T) {
 			if hasH {
 				if b, _ := h.HostRegister([]byte{1}); b.State() != "hostreg" {
 					t.Errorf("HostRegister calls reach %v; want the HostRegister value's hostreg", b.State())
+				}
+			}
+			if hasL {
+				if _, err := l.LoadModule(nil); err == nil || !strings.HasPrefix(err.Error(), "launcher:") {
+					t.Errorf("LoadModule calls reach %v; want the Launcher value's", err)
 				}
 			}
 			if Unwrap(dev) != driver.Device(base) {
@@ -109,7 +128,7 @@ func TestCompose(t *testing.T) {
 // exactly the capabilities asked, each by itself, is handed out as is.
 func TestComposeReturnsBase(t *testing.T) {
 	base := &allCaps{name: "base"}
-	dev := Compose(base, Capabilities{VMM: base, Peer: base, Properties: base, HostRegister: base})
+	dev := Compose(base, Capabilities{VMM: base, Peer: base, Properties: base, HostRegister: base, Launcher: base})
 	if dev != driver.Device(base) {
 		t.Errorf("Compose of a base offering exactly its caps = %T; want the base itself", dev)
 	}
@@ -122,17 +141,23 @@ func TestComposeReturnsBase(t *testing.T) {
 	}
 	// The same caps provided by another value need the wrapper.
 	other := &allCaps{name: "other"}
-	if dev := Compose(base, Capabilities{VMM: other, Peer: base, Properties: base, HostRegister: base}); dev == driver.Device(base) {
+	if dev := Compose(base, Capabilities{VMM: other, Peer: base, Properties: base, HostRegister: base, Launcher: base}); dev == driver.Device(base) {
 		t.Error("Compose returned base although its VMM is another value")
 	}
 	// A base offering a capability that caps leaves out needs the wrapper
 	// too, and the wrapper hides it.
 	dev = Compose(base, Capabilities{VMM: base, Peer: base, Properties: base})
 	if dev == driver.Device(base) {
-		t.Error("Compose returned base although caps leave HostRegister out")
+		t.Error("Compose returned base although caps leave HostRegister and Launcher out")
 	}
 	if _, ok := dev.(driver.HostRegisterDevice); ok {
 		t.Error("dev.(HostRegisterDevice) is true on a device composed without it")
+	}
+	if _, ok := dev.(driver.Launcher); ok {
+		t.Error("dev.(Launcher) is true on a device composed without it")
+	}
+	if _, ok := driver.AsLauncher(Compose(base, Capabilities{HostRegister: base})); ok {
+		t.Error("AsLauncher is true on a device composed without Launcher, though its base type has LoadModule")
 	}
 }
 

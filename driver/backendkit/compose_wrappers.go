@@ -11,10 +11,12 @@ func offersExactly(base driver.Device, caps Capabilities) bool {
 	c1, has1 := base.(driver.Peer)
 	c2, has2 := base.(driver.PropertiesDevice)
 	c3, has3 := base.(driver.HostRegisterDevice)
+	c4, has4 := base.(driver.Launcher)
 	return has0 == (caps.VMM != nil) && (!has0 || caps.VMM == c0) &&
 		has1 == (caps.Peer != nil) && (!has1 || caps.Peer == c1) &&
 		has2 == (caps.Properties != nil) && (!has2 || caps.Properties == c2) &&
-		has3 == (caps.HostRegister != nil) && (!has3 || caps.HostRegister == c3)
+		has3 == (caps.HostRegister != nil) && (!has3 || caps.HostRegister == c3) &&
+		has4 == (caps.Launcher != nil) && (!has4 || caps.Launcher == c4)
 }
 
 // wrap returns c's wrapper whose dynamic type offers exactly the
@@ -33,6 +35,9 @@ func wrap(c composed, caps Capabilities) driver.Device {
 	}
 	if caps.HostRegister != nil {
 		set |= 1 << 3
+	}
+	if caps.Launcher != nil {
+		set |= 1 << 4
 	}
 	switch set {
 	case 1:
@@ -65,6 +70,38 @@ func wrap(c composed, caps Capabilities) driver.Device {
 		return &withPeerPropertiesHostRegister{c, caps.Peer, caps.Properties, caps.HostRegister}
 	case 15:
 		return &withVMMPeerPropertiesHostRegister{c, caps.VMM, caps.Peer, caps.Properties, caps.HostRegister}
+	case 16:
+		return &withLauncher{c, caps.Launcher}
+	case 17:
+		return &withVMMLauncher{c, caps.VMM, caps.Launcher}
+	case 18:
+		return &withPeerLauncher{c, caps.Peer, caps.Launcher}
+	case 19:
+		return &withVMMPeerLauncher{c, caps.VMM, caps.Peer, caps.Launcher}
+	case 20:
+		return &withPropertiesLauncher{c, caps.Properties, caps.Launcher}
+	case 21:
+		return &withVMMPropertiesLauncher{c, caps.VMM, caps.Properties, caps.Launcher}
+	case 22:
+		return &withPeerPropertiesLauncher{c, caps.Peer, caps.Properties, caps.Launcher}
+	case 23:
+		return &withVMMPeerPropertiesLauncher{c, caps.VMM, caps.Peer, caps.Properties, caps.Launcher}
+	case 24:
+		return &withHostRegisterLauncher{c, caps.HostRegister, caps.Launcher}
+	case 25:
+		return &withVMMHostRegisterLauncher{c, caps.VMM, caps.HostRegister, caps.Launcher}
+	case 26:
+		return &withPeerHostRegisterLauncher{c, caps.Peer, caps.HostRegister, caps.Launcher}
+	case 27:
+		return &withVMMPeerHostRegisterLauncher{c, caps.VMM, caps.Peer, caps.HostRegister, caps.Launcher}
+	case 28:
+		return &withPropertiesHostRegisterLauncher{c, caps.Properties, caps.HostRegister, caps.Launcher}
+	case 29:
+		return &withVMMPropertiesHostRegisterLauncher{c, caps.VMM, caps.Properties, caps.HostRegister, caps.Launcher}
+	case 30:
+		return &withPeerPropertiesHostRegisterLauncher{c, caps.Peer, caps.Properties, caps.HostRegister, caps.Launcher}
+	case 31:
+		return &withVMMPeerPropertiesHostRegisterLauncher{c, caps.VMM, caps.Peer, caps.Properties, caps.HostRegister, caps.Launcher}
 	}
 	return &c
 }
@@ -147,5 +184,101 @@ type (
 		driver.Peer
 		driver.PropertiesDevice
 		driver.HostRegisterDevice
+	}
+	withLauncher struct {
+		composed
+		driver.Launcher
+	}
+	withVMMLauncher struct {
+		composed
+		driver.VMM
+		driver.Launcher
+	}
+	withPeerLauncher struct {
+		composed
+		driver.Peer
+		driver.Launcher
+	}
+	withVMMPeerLauncher struct {
+		composed
+		driver.VMM
+		driver.Peer
+		driver.Launcher
+	}
+	withPropertiesLauncher struct {
+		composed
+		driver.PropertiesDevice
+		driver.Launcher
+	}
+	withVMMPropertiesLauncher struct {
+		composed
+		driver.VMM
+		driver.PropertiesDevice
+		driver.Launcher
+	}
+	withPeerPropertiesLauncher struct {
+		composed
+		driver.Peer
+		driver.PropertiesDevice
+		driver.Launcher
+	}
+	withVMMPeerPropertiesLauncher struct {
+		composed
+		driver.VMM
+		driver.Peer
+		driver.PropertiesDevice
+		driver.Launcher
+	}
+	withHostRegisterLauncher struct {
+		composed
+		driver.HostRegisterDevice
+		driver.Launcher
+	}
+	withVMMHostRegisterLauncher struct {
+		composed
+		driver.VMM
+		driver.HostRegisterDevice
+		driver.Launcher
+	}
+	withPeerHostRegisterLauncher struct {
+		composed
+		driver.Peer
+		driver.HostRegisterDevice
+		driver.Launcher
+	}
+	withVMMPeerHostRegisterLauncher struct {
+		composed
+		driver.VMM
+		driver.Peer
+		driver.HostRegisterDevice
+		driver.Launcher
+	}
+	withPropertiesHostRegisterLauncher struct {
+		composed
+		driver.PropertiesDevice
+		driver.HostRegisterDevice
+		driver.Launcher
+	}
+	withVMMPropertiesHostRegisterLauncher struct {
+		composed
+		driver.VMM
+		driver.PropertiesDevice
+		driver.HostRegisterDevice
+		driver.Launcher
+	}
+	withPeerPropertiesHostRegisterLauncher struct {
+		composed
+		driver.Peer
+		driver.PropertiesDevice
+		driver.HostRegisterDevice
+		driver.Launcher
+	}
+	withVMMPeerPropertiesHostRegisterLauncher struct {
+		composed
+		driver.VMM
+		driver.Peer
+		driver.PropertiesDevice
+		driver.HostRegisterDevice
+		driver.Launcher
 	}
 )

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelkit/accelkit/driver"
 	"github.com/accelkit/accelkit/driver/cuda/internal/fakecuda"
 )
 
@@ -187,4 +188,67 @@ func benchHostRegister(b *testing.B, drv *cudaDriver) {
 			b.ReportMetric(pageT.Seconds()/regCopyT.Seconds(), "x-pageable")
 		})
 	}
+}
+
+// BenchmarkLaunchFake times Kernel.Launch against a raw cuLaunchKernel
+// loop in C, in the same run, on the fake libcuda: the fake's launch costs
+// little (a handle lookup and accelkit_scale over n = 0 elements), so the
+// figures are the backend's overhead per launch, not a GPU's launch
+// latency. It reports raw-ns/op (the C loop), shim-ns/op (the difference)
+// and x-raw (the ratio; the goal on a GPU is at most 1.1).
+func BenchmarkLaunchFake(b *testing.B) {
+	l := fakecuda.Build(b, nil)
+	benchLaunch(b, openFake(b, l))
+}
+
+// BenchmarkLaunchReal is the same on the real driver, where one is
+// installed with a device (skipped elsewhere): an empty accelkit_scale
+// launch (n = 0) on a stream, which measures the launch path itself.
+func BenchmarkLaunchReal(b *testing.B) {
+	drv := openReal(b)
+	defer drv.Close()
+	benchLaunch(b, drv.(*cudaDriver))
+}
+
+func benchLaunch(b *testing.B, drv *cudaDriver) {
+	d := drv.devs[0]
+	m := loadKernels(b, launcher(b, drv, 0), kernelPTX)
+	k := kernelOf(b, m, "accelkit_scale").(*kernel)
+	x, err := d.Malloc(4)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Free(x)
+	s, err := d.NewStream()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Destroy()
+	st := s.(*stream)
+	cfg := driver.LaunchConfig{Grid: driver.Dim3{X: 1}, Block: driver.Dim3{X: 32}}
+	args := new(driver.Args)
+	b.ReportAllocs()
+	for b.Loop() {
+		args.Reset()
+		args.Ptr(x).Float32(1).Int32(0)
+		if err := k.Launch(s, cfg, args); err != nil {
+			b.Fatal(err)
+		}
+	}
+	shim := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	if err := s.Synchronize(); err != nil {
+		b.Fatal(err)
+	}
+	n := max(b.N, 100)
+	start := time.Now()
+	if err := k.rawLaunchLoop(n, 1, 32, st, args); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Synchronize(); err != nil {
+		b.Fatal(err)
+	}
+	raw := float64(time.Since(start).Nanoseconds()) / float64(n)
+	b.ReportMetric(raw, "raw-ns/op")
+	b.ReportMetric(shim-raw, "shim-ns/op")
+	b.ReportMetric(shim/raw, "x-raw")
 }

@@ -69,3 +69,22 @@ func TestConformanceFakeWithoutVMM(t *testing.T) {
 		return drv
 	})
 }
+
+// TestConformanceFakeModuleLoader runs the suite on a library without the
+// cuLibrary* loader, so the Launcher rules run on the cuModuleLoadDataEx
+// fallback.
+func TestConformanceFakeModuleLoader(t *testing.T) {
+	l := fakecuda.Build(t, nil, libraryLoader...)
+	drivertest.Run(t, func(t *testing.T) driver.Driver {
+		drv, err := open("lib="+l.Path, func(d *device) driver.Device {
+			return backendkit.Compose(&faultDevice{d, faults{d, l}}, d.capabilities())
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return drv
+	})
+	if n := l.Counter("launch_module_function"); n == 0 {
+		t.Error("the suite launched nothing through the module fallback")
+	}
+}

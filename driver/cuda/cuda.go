@@ -118,7 +118,8 @@ func (drv *cudaDriver) Device(ordinal int) (driver.Device, error) {
 }
 
 // Close ends the host registrations still live (unpinning their memory,
-// which stays the caller's) and releases the primary contexts Open
+// which stays the caller's), unloads the modules still loaded (a CUlibrary
+// outlives contexts) and releases the primary contexts Open
 // retained; every later call on the driver, its devices, streams and
 // events fails with driver.ErrClosed. Memory still allocated goes with the
 // context when no one else retains it. Close is idempotent: a second call
@@ -131,7 +132,11 @@ func (drv *cudaDriver) Close() error {
 		d.state.Close()
 	}
 	drv.endRegistrations()
-	return drv.release()
+	var unloads []error
+	for _, d := range drv.devs {
+		unloads = append(unloads, d.unloadAll())
+	}
+	return errors.Join(append(unloads, drv.release())...)
 }
 
 func (drv *cudaDriver) release() error {

@@ -23,6 +23,8 @@ import (
 
 // Device attributes read at Open (cuda.h CUdevice_attribute).
 const (
+	attrMaxThreadsPerBlock    = 1 // CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+	attrMaxSharedPerBlock     = 8 // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK
 	attrMultiprocessorCount   = 16
 	attrComputeCapMajor       = 75
 	attrComputeCapMinor       = 76
@@ -63,6 +65,14 @@ type device struct {
 	peer        bool
 	hostReg     bool   // host registration is offered
 	hostRegWhy  string // why host registration is not offered
+	launcher    bool   // the launch capability is offered
+	launchWhy   string // why it is not
+	maxBlock    uint64 // threads per block
+	maxShared   uint32 // dynamic shared memory per block, bytes
+
+	modMu     sync.Mutex
+	modules   map[*module]struct{} // live modules, guarded by modMu; unloaded at Close
+	modClosed bool                 // Close has unloaded them; guarded by modMu
 
 	defStream  *stream
 	nextStream atomic.Uint64
@@ -117,7 +127,7 @@ func asDevice(dev driver.Device) *device {
 
 func newDevice(drv *cudaDriver, ordinal int) (*device, error) {
 	l := drv.lib
-	d := &device{drv: drv, l: l.c, ordinal: ordinal, allocs: map[driver.Ptr]uint64{}, regs: map[*hostMem]struct{}{}}
+	d := &device{drv: drv, l: l.c, ordinal: ordinal, allocs: map[driver.Ptr]uint64{}, regs: map[*hostMem]struct{}{}, modules: map[*module]struct{}{}}
 	d.state.Who = "cuda device " + strconv.Itoa(ordinal)
 	fail := func(op string, r C.CUresult) error {
 		return fmt.Errorf("cuda: device %d: %w", ordinal, l.error(op, int(r)))
@@ -177,6 +187,22 @@ func newDevice(drv *cudaDriver, ordinal int) (*device, error) {
 			d.hostRegWhy = "device reports no host registration support (CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED is 0)"
 		}
 	}
+	switch {
+	case !l.launch:
+		d.launchWhy = "driver library lacks cuLaunchKernel"
+	case !l.library && !l.module:
+		d.launchWhy = "driver library has neither cuLibraryLoadData, cuLibraryGetKernel and cuLibraryUnload nor cuModuleLoadDataEx, cuModuleGetFunction and cuModuleUnload"
+	default:
+		var block, shared C.int
+		if r := C.ak_device_attr(l.c, d.cu, attrMaxThreadsPerBlock, &block); r != 0 {
+			return nil, fail("cuDeviceGetAttribute", r)
+		}
+		if r := C.ak_device_attr(l.c, d.cu, attrMaxSharedPerBlock, &shared); r != 0 {
+			return nil, fail("cuDeviceGetAttribute", r)
+		}
+		d.launcher = true
+		d.maxBlock, d.maxShared = uint64(max(block, 0)), uint32(max(shared, 0))
+	}
 	if r := C.ak_retain(l.c, d.cu, &d.ctx); r != 0 {
 		return nil, fail("cuDevicePrimaryCtxRetain", r)
 	}
@@ -187,7 +213,7 @@ func newDevice(drv *cudaDriver, ordinal int) (*device, error) {
 
 // capabilities are the optional interfaces d offers: a device without VMM
 // support must not satisfy driver.VMM at all, so the capabilities live in
-// their own types (vmmOps, peerOps, hostRegOps) and backendkit.Compose adds
+// their own types (vmmOps, peerOps, hostRegOps, launchOps) and backendkit.Compose adds
 // only those the library and device support.
 func (d *device) capabilities() backendkit.Capabilities {
 	caps := backendkit.Capabilities{Properties: d}
@@ -199,6 +225,9 @@ func (d *device) capabilities() backendkit.Capabilities {
 	}
 	if d.hostReg {
 		caps.HostRegister = hostRegOps{d}
+	}
+	if d.launcher {
+		caps.Launcher = launchOps{d}
 	}
 	return caps
 }
@@ -470,6 +499,12 @@ func (d *device) Properties() (driver.Properties, error) {
 		"vmm":            strconv.FormatBool(d.granularity > 0),
 		"peer":           strconv.FormatBool(d.peer),
 		"hostregister":   strconv.FormatBool(d.hostReg),
+		"launcher":       strconv.FormatBool(d.launcher),
+	}
+	if d.launcher {
+		attrs["loader"] = d.loader()
+	} else {
+		attrs["launcher_off_because"] = d.launchWhy
 	}
 	if d.granularity > 0 {
 		attrs["vmm_granularity"] = strconv.FormatUint(d.granularity, 10)

@@ -19,16 +19,24 @@ const (
 	errDeviceUnavailable        = 46
 	errNoDevice                 = 100
 	errInvalidDevice            = 101
+	errInvalidImage             = 200
 	errInvalidContext           = 201
 	errAlreadyMapped            = 208
+	errNoBinaryForGPU           = 209
 	errNotMapped                = 211
 	errECCUncorrectable         = 214
 	errPeerAccessUnsupported    = 217
+	errInvalidPTX               = 218
 	errNVLinkUncorrectable      = 220
+	errJITCompilerNotFound      = 221
+	errUnsupportedPTXVersion    = 222
+	errJITCompilationDisabled   = 223
 	errInvalidHandle            = 400
 	errIllegalState             = 401
+	errNotFound                 = 500
 	errNotReady                 = 600
 	errIllegalAddress           = 700
+	errLaunchOutOfResources     = 701
 	errLaunchTimeout            = 702
 	errPeerAccessAlreadyEnabled = 704
 	errPeerAccessNotEnabled     = 705
@@ -66,16 +74,24 @@ var results = map[int]resultInfo{
 	errDeviceUnavailable:        {"CUDA_ERROR_DEVICE_UNAVAILABLE", driver.ErrNoDevice},
 	errNoDevice:                 {"CUDA_ERROR_NO_DEVICE", driver.ErrNoDevice},
 	errInvalidDevice:            {"CUDA_ERROR_INVALID_DEVICE", driver.ErrNoDevice},
+	errInvalidImage:             {"CUDA_ERROR_INVALID_IMAGE", driver.ErrInvalidImage},
 	errInvalidContext:           {"CUDA_ERROR_INVALID_CONTEXT", driver.ErrInvalidValue},
 	errAlreadyMapped:            {"CUDA_ERROR_ALREADY_MAPPED", driver.ErrInvalidValue},
+	errNoBinaryForGPU:           {"CUDA_ERROR_NO_BINARY_FOR_GPU", driver.ErrInvalidImage},
 	errNotMapped:                {"CUDA_ERROR_NOT_MAPPED", driver.ErrInvalidValue},
 	errECCUncorrectable:         {"CUDA_ERROR_ECC_UNCORRECTABLE", driver.ErrDeviceLost},
 	errPeerAccessUnsupported:    {"CUDA_ERROR_PEER_ACCESS_UNSUPPORTED", driver.ErrNotSupported},
+	errInvalidPTX:               {"CUDA_ERROR_INVALID_PTX", driver.ErrInvalidImage},
 	errNVLinkUncorrectable:      {"CUDA_ERROR_NVLINK_UNCORRECTABLE", driver.ErrDeviceLost},
+	errJITCompilerNotFound:      {"CUDA_ERROR_JIT_COMPILER_NOT_FOUND", driver.ErrNotSupported},
+	errUnsupportedPTXVersion:    {"CUDA_ERROR_UNSUPPORTED_PTX_VERSION", driver.ErrInvalidImage},
+	errJITCompilationDisabled:   {"CUDA_ERROR_JIT_COMPILATION_DISABLED", driver.ErrNotSupported},
 	errInvalidHandle:            {"CUDA_ERROR_INVALID_HANDLE", driver.ErrInvalidValue},
 	errIllegalState:             {"CUDA_ERROR_ILLEGAL_STATE", driver.ErrInvalidValue},
+	errNotFound:                 {"CUDA_ERROR_NOT_FOUND", driver.ErrNotFound},
 	errNotReady:                 {"CUDA_ERROR_NOT_READY", nil},
 	errIllegalAddress:           {"CUDA_ERROR_ILLEGAL_ADDRESS", driver.ErrDeviceLost},
+	errLaunchOutOfResources:     {"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", driver.ErrInvalidValue},
 	errLaunchTimeout:            {"CUDA_ERROR_LAUNCH_TIMEOUT", driver.ErrDeviceLost},
 	errPeerAccessAlreadyEnabled: {"CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED", driver.ErrInvalidValue},
 	errPeerAccessNotEnabled:     {"CUDA_ERROR_PEER_ACCESS_NOT_ENABLED", driver.ErrInvalidValue},

@@ -37,6 +37,14 @@ func TestResultTable(t *testing.T) {
 		{errHostMemAlreadyRegistered, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED", driver.ErrAlreadyRegistered, false},
 		{errHostMemNotRegistered, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED", driver.ErrNotRegistered, false},
 		{errNotReady, "CUDA_ERROR_NOT_READY", nil, false},
+		{errInvalidImage, "CUDA_ERROR_INVALID_IMAGE", driver.ErrInvalidImage, false},
+		{errNoBinaryForGPU, "CUDA_ERROR_NO_BINARY_FOR_GPU", driver.ErrInvalidImage, false},
+		{errInvalidPTX, "CUDA_ERROR_INVALID_PTX", driver.ErrInvalidImage, false},
+		{errUnsupportedPTXVersion, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION", driver.ErrInvalidImage, false},
+		{errJITCompilerNotFound, "CUDA_ERROR_JIT_COMPILER_NOT_FOUND", driver.ErrNotSupported, false},
+		{errJITCompilationDisabled, "CUDA_ERROR_JIT_COMPILATION_DISABLED", driver.ErrNotSupported, false},
+		{errNotFound, "CUDA_ERROR_NOT_FOUND", driver.ErrNotFound, false},
+		{errLaunchOutOfResources, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", driver.ErrInvalidValue, false},
 		{errUnknown, "CUDA_ERROR_UNKNOWN", nil, false},
 	}
 	for _, tc := range tests {

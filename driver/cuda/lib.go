@@ -34,6 +34,9 @@ type lib struct {
 	vmm     bool     // every VMM entry point is there
 	peer    bool     // every peer entry point is there
 	hostReg bool     // cuMemHostRegister_v2 and cuMemHostUnregister are there
+	library bool     // cuLibraryLoadData, cuLibraryGetKernel, cuLibraryUnload (CUDA 12.0)
+	module  bool     // cuModuleLoadDataEx, cuModuleGetFunction, cuModuleUnload
+	launch  bool     // cuLaunchKernel
 	missing []string // optional entry points that are not there
 }
 
@@ -67,7 +70,7 @@ func loadLib(path string) (*lib, error) {
 		return nil, fmt.Errorf("cuda: cannot load the CUDA driver library: %s (install the NVIDIA driver, or set %s to the path of libcuda.so.1): %w",
 			text, EnvLibrary, driver.ErrNoDevice)
 	}
-	l := &lib{c: cl, path: path, vmm: true, peer: true, hostReg: true}
+	l := &lib{c: cl, path: path, vmm: true, peer: true, hostReg: true, library: true, module: true, launch: true}
 	for i := range C.int(C.AK_NSYMS) {
 		if C.ak_sym_present(cl, i) != 0 {
 			continue
@@ -79,6 +82,12 @@ func loadLib(path string) (*lib, error) {
 			l.peer = false
 		case C.AK_HOSTREG:
 			l.hostReg = false
+		case C.AK_LIBRARY:
+			l.library = false
+		case C.AK_MODULE:
+			l.module = false
+		case C.AK_LAUNCH:
+			l.launch = false
 		}
 		l.missing = append(l.missing, C.GoString(C.ak_sym_name(i)))
 	}

@@ -18,6 +18,7 @@
 
 #include <dlfcn.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,10 @@ typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef unsigned long long CUdeviceptr;
 typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUlib_st *CUlibrary;
+typedef struct CUkern_st *CUkernel;
 
 /* CUmemLocation, CUmemAllocationProp, CUmemAccessDesc as in cuda.h (the
  * enums are int-sized). */
@@ -64,13 +69,19 @@ _Static_assert(sizeof(ak_CUmemAccessDesc) == 12, "CUmemAccessDesc layout");
 #define AK_IN_GET  (1 << 20) /* cuCtxGetCurrent */
 #define AK_IN_SET  (1 << 21) /* cuCtxSetCurrent */
 #define AK_IN_SYNC (1 << 22) /* the cuStreamSynchronize after a sync copy */
-#define AK_IN_CTXSYNC (1 << 23) /* the cuCtxSynchronize before cuMemHostUnregister */
+#define AK_IN_CTXSYNC (1 << 23) /* the cuCtxSynchronize before cuMemHostUnregister or an unload */
 #define AK_CODE_MASK ((1 << 20) - 1)
 
 /* Symbol groups: a missing REQ symbol fails the load; a missing VMM, PEER
  * or HOSTREG symbol turns that capability off; NAMES is optional (own
- * table). */
-enum { AK_REQ = 0, AK_VMM = 1, AK_PEER = 2, AK_NAMES = 3, AK_HOSTREG = 4 };
+ * table). The launch capability needs LAUNCH and one whole loader: LIBRARY
+ * (CUDA 12.0's context-independent cuLibrary*), else MODULE (cuModule*);
+ * KPARAM and FPARAM (CUDA 12.4's parameter info for each) are optional on
+ * their own. */
+enum {
+	AK_REQ = 0, AK_VMM = 1, AK_PEER = 2, AK_NAMES = 3, AK_HOSTREG = 4,
+	AK_LIBRARY = 5, AK_KPARAM = 6, AK_MODULE = 7, AK_FPARAM = 8, AK_LAUNCH = 9,
+};
 
 /*
  * X(name, group, fallback, params). name is the symbol looked up first: the
@@ -128,7 +139,16 @@ enum { AK_REQ = 0, AK_VMM = 1, AK_PEER = 2, AK_NAMES = 3, AK_HOSTREG = 4 };
 	X(cuCtxEnablePeerAccess, AK_PEER, NULL, (CUcontext, unsigned int)) \
 	X(cuMemcpyPeerAsync, AK_PEER, NULL, (CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream)) \
 	X(cuMemHostRegister_v2, AK_HOSTREG, NULL, (void *, size_t, unsigned int)) \
-	X(cuMemHostUnregister, AK_HOSTREG, NULL, (void *))
+	X(cuMemHostUnregister, AK_HOSTREG, NULL, (void *)) \
+	X(cuLibraryLoadData, AK_LIBRARY, NULL, (CUlibrary *, const void *, int *, void **, unsigned int, int *, void **, unsigned int)) \
+	X(cuLibraryGetKernel, AK_LIBRARY, NULL, (CUkernel *, CUlibrary, const char *)) \
+	X(cuLibraryUnload, AK_LIBRARY, NULL, (CUlibrary)) \
+	X(cuKernelGetParamInfo, AK_KPARAM, NULL, (CUkernel, size_t, size_t *, size_t *)) \
+	X(cuModuleLoadDataEx, AK_MODULE, NULL, (CUmodule *, const void *, unsigned int, int *, void **)) \
+	X(cuModuleGetFunction, AK_MODULE, NULL, (CUfunction *, CUmodule, const char *)) \
+	X(cuModuleUnload, AK_MODULE, NULL, (CUmodule)) \
+	X(cuFuncGetParamInfo, AK_FPARAM, NULL, (CUfunction, size_t, size_t *, size_t *)) \
+	X(cuLaunchKernel, AK_LAUNCH, NULL, (CUfunction, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int, CUstream, void **, void **))
 
 enum {
 #define AK_X(n, g, alt, args) AKI_##n,
@@ -458,6 +478,114 @@ AK_FUNC CUresult ak_host_unregister(const ak_lib *l, CUcontext c, void *p) {
 	CUresult r = AK_FN(l, cuCtxSynchronize)();
 	if (r != 0) return r | AK_IN_CTXSYNC;
 	return AK_FN(l, cuMemHostUnregister)(p);
+}
+
+/* ---- modules and launches --------------------------------------------------- */
+
+/* CUjit_option values (cuda.h): the error log buffer and its size in bytes
+ * (IN: capacity; OUT: bytes written). */
+#define AK_CU_JIT_ERROR_LOG_BUFFER 5
+#define AK_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
+/* The most kernel parameters a launch or a parameter query takes: the
+ * kernelParams array lives on the C stack (AK_MAX_PARAMS pointers). CUDA's
+ * parameter space (32 KiB at most) holds fewer 4-byte parameters than
+ * this only for kernels no compiler emits. */
+#define AK_MAX_PARAMS 1024
+
+/* ak_load loads image (NUL-terminated where it is PTX) with the JIT error
+ * log captured in log[0:loglen]: through cuLibraryLoadData when library is
+ * set, else cuModuleLoadDataEx into context c. The handle comes back in
+ * *lib or *mod. */
+AK_FUNC CUresult ak_load(const ak_lib *l, CUcontext c, int library, const void *image, char *log, unsigned int loglen, CUlibrary *lib, CUmodule *mod) {
+	int opts[2] = {AK_CU_JIT_ERROR_LOG_BUFFER, AK_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+	void *vals[2] = {log, (void *)(uintptr_t)loglen};
+	AK_USE(l, c);
+	log[0] = 0;
+	if (library) return AK_FN(l, cuLibraryLoadData)(lib, image, opts, vals, 2, NULL, NULL, 0);
+	return AK_FN(l, cuModuleLoadDataEx)(mod, image, 2, opts, vals);
+}
+
+/* ak_get_kernel looks name up: cuLibraryGetKernel, whose CUkernel
+ * cuLaunchKernel takes cast to CUfunction (launched in the stream's
+ * context, or the current one on the NULL stream), else
+ * cuModuleGetFunction. */
+AK_FUNC CUresult ak_get_kernel(const ak_lib *l, CUcontext c, CUlibrary lib, CUmodule mod, const char *name, CUfunction *f) {
+	AK_USE(l, c);
+	if (lib != NULL) {
+		CUkernel k = NULL;
+		CUresult r = AK_FN(l, cuLibraryGetKernel)(&k, lib, name);
+		*f = (CUfunction)k;
+		return r;
+	}
+	return AK_FN(l, cuModuleGetFunction)(f, mod, name);
+}
+
+/* ak_param_info fills offs and sizes (max entries) with f's parameters,
+ * by cuKernelGetParamInfo (library) or cuFuncGetParamInfo, and their count
+ * in *n; max+1 means more than max. *known is 0 when the driver has no
+ * such entry point. It asks index after index until
+ * CUDA_ERROR_INVALID_VALUE, the documented answer to an index past the
+ * last ("paramIndex must be less than the number of parameters"). */
+AK_FUNC CUresult ak_param_info(const ak_lib *l, CUcontext c, int library, CUfunction f, unsigned int *offs, unsigned int *sizes, int max, int *n, int *known) {
+	*n = 0;
+	*known = library ? l->fn[AKI_cuKernelGetParamInfo] != NULL : l->fn[AKI_cuFuncGetParamInfo] != NULL;
+	if (!*known) return 0;
+	AK_USE(l, c);
+	for (int i = 0; i <= max; i++) {
+		size_t off = 0, size = 0;
+		CUresult r = library ? AK_FN(l, cuKernelGetParamInfo)((CUkernel)f, (size_t)i, &off, &size)
+		                     : AK_FN(l, cuFuncGetParamInfo)(f, (size_t)i, &off, &size);
+		if (r == 1 /* CUDA_ERROR_INVALID_VALUE: past the last */) return 0;
+		if (r != 0) return r;
+		if (i < max) offs[i] = (unsigned int)off, sizes[i] = (unsigned int)size;
+		*n = i + 1;
+	}
+	return 0;
+}
+
+/* ak_unload waits for all work of context c, so that nothing queued with
+ * the module's kernels runs after it is gone (CUDA does not document that
+ * an unload waits), then unloads. A failed wait (a poisoned context, whose
+ * work will never run) does not stop the unload; it is reported when the
+ * unload itself succeeds. */
+AK_FUNC CUresult ak_unload(const ak_lib *l, CUcontext c, CUlibrary lib, CUmodule mod) {
+	AK_USE(l, c);
+	CUresult w = AK_FN(l, cuCtxSynchronize)();
+	CUresult r = lib != NULL ? AK_FN(l, cuLibraryUnload)(lib) : AK_FN(l, cuModuleUnload)(mod);
+	if (r != 0) return r;
+	return w != 0 ? (w | AK_IN_CTXSYNC) : 0;
+}
+
+/* ak_launch builds the kernelParams array from the packed arguments (buf,
+ * with the offset of each of the n values) and launches f on s, all in one
+ * call: the driver copies the values before cuLaunchKernel returns. */
+AK_FUNC CUresult ak_launch(const ak_lib *l, CUcontext c, CUfunction f,
+                           unsigned int gx, unsigned int gy, unsigned int gz,
+                           unsigned int bx, unsigned int by, unsigned int bz,
+                           unsigned int shared, CUstream s,
+                           const unsigned char *buf, const unsigned int *offs, int n) {
+	void *params[AK_MAX_PARAMS];
+	if (n < 0 || n > AK_MAX_PARAMS) return 1; /* CUDA_ERROR_INVALID_VALUE */
+	AK_USE(l, c);
+	for (int i = 0; i < n; i++) params[i] = (void *)(buf + offs[i]);
+	return AK_FN(l, cuLaunchKernel)(f, gx, gy, gz, bx, by, bz, shared, s, n > 0 ? params : NULL, NULL);
+}
+
+/* ak_raw_launch_loop is the baseline of the launch benchmark: count
+ * cuLaunchKernel calls of f with the same arguments, after one context
+ * step and one kernelParams build, as a C program's launch loop. */
+AK_FUNC CUresult ak_raw_launch_loop(const ak_lib *l, CUcontext c, CUfunction f, long count,
+                                    unsigned int gx, unsigned int bx, CUstream s,
+                                    const unsigned char *buf, const unsigned int *offs, int n) {
+	void *params[AK_MAX_PARAMS];
+	if (n < 0 || n > AK_MAX_PARAMS) return 1;
+	AK_USE(l, c);
+	for (int i = 0; i < n; i++) params[i] = (void *)(buf + offs[i]);
+	for (long i = 0; i < count; i++) {
+		CUresult r = AK_FN(l, cuLaunchKernel)(f, gx, 1, 1, bx, 1, 1, 0, s, n > 0 ? params : NULL, NULL);
+		if (r != 0) return r;
+	}
+	return 0;
 }
 
 /* ---- measurement ----------------------------------------------------------- */

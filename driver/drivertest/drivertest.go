@@ -13,7 +13,8 @@ package drivertest
 
 // This file is the runner: Run, the per-subtest env and the helpers the
 // rules share. The rules are in memory.go, streams.go, errors.go,
-// capabilities.go and registered.go, and OpenDevice in open.go.
+// capabilities.go, registered.go and launch.go (with the kernels of
+// kernels.go), and OpenDevice in open.go.
 
 import (
 	"errors"
@@ -57,6 +58,9 @@ func Run(t *testing.T, open func(t *testing.T) driver.Driver) {
 		{"Peer", testPeer},
 		{"HostRegister", testHostRegister},
 		{"HostRegisterConcurrent", testHostRegisterConcurrent},
+		{"Launch", testLaunch},
+		{"LaunchClosed", testLaunchClosed},
+		{"LaunchFault", testLaunchFault},
 	}
 	for _, st := range subtests {
 		t.Run(st.name, func(t *testing.T) {

@@ -54,6 +54,9 @@ func (d buggyDriver) Device(i int) (driver.Device, error) {
 	if d.bug == "regcopy" {
 		return buggyRegDevice{buggyDevice{dev, d.bug}}, nil
 	}
+	if l, ok := driver.AsLauncher(dev); ok && strings.HasPrefix(d.bug, "launch") {
+		return buggyLaunchDevice{buggyDevice{dev, d.bug}, l}, nil
+	}
 	return buggyDevice{dev, d.bug}, nil
 }
 
@@ -118,6 +121,68 @@ func (d buggyDevice) Memset(dst driver.Ptr, v byte, n uint64, s driver.Stream) e
 	return d.Device.Memset(dst, v, n, s)
 }
 
+// buggyLaunchDevice offers the sim's Launcher with the bug of its name.
+type buggyLaunchDevice struct {
+	buggyDevice
+	l driver.Launcher
+}
+
+func (d buggyLaunchDevice) LoadModule(image []byte) (driver.Module, error) {
+	m, err := d.l.LoadModule(image)
+	if err != nil {
+		return nil, err
+	}
+	return buggyModule{m, d.bug}, nil
+}
+
+type buggyModule struct {
+	driver.Module
+	bug string
+}
+
+// Kernel with bug "launchnotfound" reports a missing name as
+// ErrInvalidValue, as a backend that maps CUDA_ERROR_NOT_FOUND badly.
+func (m buggyModule) Kernel(name string) (driver.Kernel, error) {
+	k, err := m.Module.Kernel(name)
+	if err != nil && m.bug == "launchnotfound" {
+		return nil, fmt.Errorf("buggy: Kernel(%q): %w", name, driver.ErrInvalidValue)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return buggyKernel{k, m.bug}, nil
+}
+
+// Unload with bug "launchunloadtwice" fails the second time.
+func (m buggyModule) Unload() error {
+	if m.bug == "launchunloadtwice" {
+		if _, err := m.Module.Kernel(drivertest.KernelScale); errors.Is(err, driver.ErrInvalidValue) {
+			return fmt.Errorf("buggy: Unload: already unloaded: %w", driver.ErrInvalidValue)
+		}
+	}
+	return m.Module.Unload()
+}
+
+type buggyKernel struct {
+	driver.Kernel
+	bug string
+}
+
+// Launch with bug "launchgrid0" takes a zero grid for no blocks, and with
+// bug "launchnocheck" does not check the arguments (and passes the
+// kernel's own count, so it still runs).
+func (k buggyKernel) Launch(s driver.Stream, cfg driver.LaunchConfig, args *driver.Args) error {
+	switch {
+	case k.bug == "launchgrid0" && cfg.Grid.X == 0:
+		return nil
+	case k.bug == "launchnocheck":
+		if p, _ := k.Params(); args.Len() != len(p) {
+			return nil
+		}
+	}
+	return k.Kernel.Launch(s, cfg, args)
+}
+
 // TestBrokenBackend runs the suite on a broken backend; it is meant to
 // fail, so it only runs inside TestSuiteCatchesBugs's child process.
 func TestBrokenBackend(t *testing.T) {
@@ -143,6 +208,10 @@ func TestSuiteCatchesBugs(t *testing.T) {
 		{"nilstream", "rule: CopyHtoD with a nil stream is accepted (nil is the default stream)"},
 		{"closetwice", "rule: Close is idempotent: a second Close returns nil"},
 		{"regcopy", "rule: HostRegister returns a buffer over exactly the memory given"},
+		{"launchgrid0", "rule: a zero Dim3 component means 1 (a zero grid is one block)"},
+		{"launchnotfound", "rule: Module.Kernel of a name the image does not have is ErrNotFound"},
+		{"launchunloadtwice", "rule: Unload is idempotent: a second call returns nil"},
+		{"launchnocheck", "rule: too few arguments is ErrInvalidValue"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.bug, func(t *testing.T) {

@@ -15,12 +15,12 @@ import (
 )
 
 // Device is one simulated device. It implements driver.Device,
-// driver.PropertiesDevice, driver.VMM, driver.Peer and
-// driver.HostRegisterDevice, and carries the test hooks (Gate,
-// FailNthMalloc, SetFaultRate, FailStream, LoseDevice, Stats). The
-// driver.Device that Driver.Device returns offers VMM, Peer and
-// HostRegisterDevice only when configured (backendkit.Compose); Hooks recovers
-// the *Device from it. Safe for concurrent use.
+// driver.PropertiesDevice, driver.VMM, driver.Peer,
+// driver.HostRegisterDevice and driver.Launcher, and carries the test hooks
+// (Gate, FailNthMalloc, SetFaultRate, FailStream, LoseDevice, Stats). The
+// driver.Device that Driver.Device returns offers VMM, Peer,
+// HostRegisterDevice and Launcher only when configured (backendkit.Compose);
+// Hooks recovers the *Device from it. Safe for concurrent use.
 type Device struct {
 	// Locking: mu guards used, streams, nextStream, handles, nextHandle,
 	// peersOn and the fault-injection state. Lock order: mu before a table's mu;
@@ -70,9 +70,9 @@ func newDevice(drv *Driver, ordinal int) *Device {
 		abortC:  make(chan struct{}),
 	}
 	// *Device implements every capability; Compose hides those the Config
-	// leaves off, so type assertions for driver.VMM, driver.Peer and
-	// driver.HostRegisterDevice fail as they would on hardware without
-	// them.
+	// leaves off, so type assertions for driver.VMM, driver.Peer,
+	// driver.HostRegisterDevice and driver.Launcher fail as they would on
+	// hardware without them.
 	caps := backendkit.Capabilities{Properties: d}
 	if d.cfg.VMM {
 		caps.VMM = d
@@ -82,6 +82,9 @@ func newDevice(drv *Driver, ordinal int) *Device {
 	}
 	if d.cfg.HostRegister {
 		caps.HostRegister = d
+	}
+	if d.cfg.Launcher {
+		caps.Launcher = d
 	}
 	d.state.Who = "sim device " + strconv.Itoa(ordinal)
 	d.state.Public = backendkit.Compose(d, caps)
@@ -105,9 +108,11 @@ func Hooks(dev driver.Device) *Device {
 
 func (d *Device) live() bool { return d.state.Live() }
 
-// lose marks the device lost (LoseDevice) and wakes its waiters.
-func (d *Device) lose() {
-	d.state.Lose(fmt.Errorf("%w (LoseDevice)", driver.ErrDeviceLost))
+// lose marks the device lost with err, which wraps driver.ErrDeviceLost
+// (LoseDevice, a kernel fault), and wakes its waiters. The first loss is
+// the one every later call reports.
+func (d *Device) lose(err error) {
+	d.state.Lose(err)
 	d.abort()
 }
 
@@ -197,8 +202,12 @@ func (d *Device) Properties() (driver.Properties, error) {
 			"granularity":  strconv.FormatUint(d.cfg.Granularity, 10),
 			"peer":         strconv.FormatBool(d.cfg.Peer),
 			"hostregister": strconv.FormatBool(d.cfg.HostRegister),
-			"page_size":    strconv.FormatUint(pageSize, 10),
-			"devices":      strconv.Itoa(d.cfg.Devices),
+			"launcher":     strconv.FormatBool(d.cfg.Launcher),
+			// The launch limits, named as CUDA's device attributes.
+			"max_threads_per_block":       strconv.Itoa(MaxThreadsPerBlock),
+			"max_shared_memory_per_block": strconv.Itoa(MaxSharedPerBlock),
+			"page_size":                   strconv.FormatUint(pageSize, 10),
+			"devices":                     strconv.Itoa(d.cfg.Devices),
 		},
 	}, nil
 }

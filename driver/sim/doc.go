@@ -8,15 +8,19 @@
 // registered as pinned in place (HostRegister, which pins Go memory with a
 // runtime.Pinner); each stream runs its queue in order on its own goroutine
 // and events mark positions in that order; VMM maps physical memory (a
-// memfd) into reserved address ranges. Misuse is an error, never silence:
-// double free, unknown pointers, copies out of bounds or into freed memory,
-// async copies from memory outside a live HostBuffer (or from a
-// registration ended before they ran), overlapping registrations,
-// unregistering what is not a live registration, use of destroyed streams
-// and events, use after Close. Once queued work on a stream has failed, the
-// stream runs nothing more: its error is sticky, events recorded on it
+// memfd) into reserved address ranges; LoadModule reads PTX and runs each
+// kernel as the Go function registered under its name (RegisterKernel),
+// block by block, in stream order on the device's memory. Misuse is an
+// error, never silence: double free, unknown pointers, copies out of
+// bounds or into freed memory, async copies from memory outside a live
+// HostBuffer (or from a registration ended before they ran), overlapping
+// registrations, unregistering what is not a live registration, use of
+// destroyed streams and events, kernels touching memory outside a live
+// allocation, use after Close. Once queued work on a stream has failed,
+// the stream runs nothing more: its error is sticky, events recorded on it
 // afterwards report it, and further copies and Memsets on it are refused
-// with it. A nil Stream argument means the device's default stream, as the
+// with it; a kernel that faults also loses the device, as on CUDA. A nil
+// Stream argument means the device's default stream, as the
 // zero stream does in CUDA.
 //
 // The package builds for Linux, macOS, FreeBSD and Windows; the checks are the

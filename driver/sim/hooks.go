@@ -141,7 +141,7 @@ func (d *Device) FailStream(s driver.Stream) {
 // LoseDevice makes every later call on the device, its streams and events
 // fail with driver.ErrDeviceLost, as after a GPU falls off the bus. Queued
 // work is dropped and gates open. Closing the driver still frees the memory.
-func (d *Device) LoseDevice() { d.lose() }
+func (d *Device) LoseDevice() { d.lose(fmt.Errorf("%w (LoseDevice)", driver.ErrDeviceLost)) }
 
 // mallocFault applies FailNthMalloc and SetFaultRate to a Malloc.
 func (d *Device) mallocFault(size uint64) error {

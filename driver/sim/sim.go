@@ -29,7 +29,7 @@ const (
 const Version = "sim 1.0"
 
 // dsnKeys are the keys Open accepts.
-var dsnKeys = []string{"devices", "capacity", "vmm", "granularity", "peer", "hostregister"}
+var dsnKeys = []string{"devices", "capacity", "vmm", "granularity", "peer", "hostregister", "launcher"}
 
 // Config configures a simulated driver.
 type Config struct {
@@ -41,15 +41,19 @@ type Config struct {
 	// HostRegister offers driver.HostRegisterDevice: registering host
 	// memory the caller owns as pinned, in place.
 	HostRegister bool
+	// Launcher offers driver.Launcher: loading PTX modules and launching
+	// their kernels, each run by the Go function registered under its name
+	// (RegisterKernel).
+	Launcher bool
 }
 
 // DefaultConfig is the configuration of Open(""): one 8 GiB device with VMM
-// (2 MiB granularity), peer access and host registration. VMM is on where
+// (2 MiB granularity), peer access, host registration and kernel launches. VMM is on where
 // the sim can offer it: on Linux, macOS and FreeBSD, not on Windows.
 func DefaultConfig() Config { return defaultConfig(vmmAvailable) }
 
 func defaultConfig(vmm bool) Config {
-	return Config{Devices: 1, Capacity: DefaultCapacity, VMM: vmm, Granularity: DefaultGranularity, Peer: true, HostRegister: true}
+	return Config{Devices: 1, Capacity: DefaultCapacity, VMM: vmm, Granularity: DefaultGranularity, Peer: true, HostRegister: true, Launcher: true}
 }
 
 func init() {
@@ -80,7 +84,8 @@ func probe(dsn string) error {
 // Open opens a simulated driver configured by dsn, a comma-separated list of
 // key=value: devices (default 1), capacity (bytes per device, such as
 // "64MiB"; default 8GiB), vmm (default true), granularity (default 2MiB),
-// peer (default true) and hostregister (default true). An empty dsn gives
+// peer (default true), hostregister (default true) and launcher (default
+// true). An empty dsn gives
 // DefaultConfig. Where the sim
 // offers no VMM (Windows), vmm defaults to false and vmm=true is an error
 // wrapping driver.ErrNotSupported.
@@ -118,6 +123,8 @@ func parseConfig(dsn string, vmmOK bool) (Config, error) {
 	errs = append(errs, e)
 	cfg.HostRegister, e = d.Bool("hostregister", def.HostRegister)
 	errs = append(errs, e)
+	cfg.Launcher, e = d.Bool("launcher", def.Launcher)
+	errs = append(errs, e)
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("sim dsn %q: %w", dsn, err)
 	}
@@ -146,8 +153,8 @@ type Driver struct {
 }
 
 // New opens a simulated driver with cfg. Zero Devices, Capacity and
-// Granularity take their defaults; VMM, Peer and HostRegister are taken as
-// given (start from DefaultConfig to get them on). VMM where the sim cannot offer it
+// Granularity take their defaults; VMM, Peer, HostRegister and Launcher are
+// taken as given (start from DefaultConfig to get them on). VMM where the sim cannot offer it
 // (Windows) is an error wrapping driver.ErrNotSupported.
 func New(cfg Config) (*Driver, error) { return newDriver(cfg, vmmAvailable) }
 

@@ -97,10 +97,12 @@ func TestOpenDSN(t *testing.T) {
 		wantErr string
 	}{
 		{"", sim.DefaultConfig(), ""},
-		{"devices=2,capacity=64MiB", sim.Config{Devices: 2, Capacity: 64 << 20, VMM: vmm, Granularity: 2 << 20, Peer: true, HostRegister: true}, ""},
-		{"vmm=false,peer=false,granularity=64KiB", sim.Config{Devices: 1, Capacity: 8 << 30, Granularity: 64 << 10, HostRegister: true}, ""},
-		{" devices = 3 ", sim.Config{Devices: 3, Capacity: 8 << 30, VMM: vmm, Granularity: 2 << 20, Peer: true, HostRegister: true}, ""},
-		{"hostregister=false", sim.Config{Devices: 1, Capacity: 8 << 30, VMM: vmm, Granularity: 2 << 20, Peer: true}, ""},
+		{"devices=2,capacity=64MiB", sim.Config{Devices: 2, Capacity: 64 << 20, VMM: vmm, Granularity: 2 << 20, Peer: true, HostRegister: true, Launcher: true}, ""},
+		{"vmm=false,peer=false,granularity=64KiB", sim.Config{Devices: 1, Capacity: 8 << 30, Granularity: 64 << 10, HostRegister: true, Launcher: true}, ""},
+		{" devices = 3 ", sim.Config{Devices: 3, Capacity: 8 << 30, VMM: vmm, Granularity: 2 << 20, Peer: true, HostRegister: true, Launcher: true}, ""},
+		{"hostregister=false", sim.Config{Devices: 1, Capacity: 8 << 30, VMM: vmm, Granularity: 2 << 20, Peer: true, Launcher: true}, ""},
+		{"launcher=false", sim.Config{Devices: 1, Capacity: 8 << 30, VMM: vmm, Granularity: 2 << 20, Peer: true, HostRegister: true}, ""},
+		{"launcher=perhaps", sim.Config{}, "launcher"},
 		{"hostregister=sometimes", sim.Config{}, "hostregister"},
 		{"devices=0", sim.Config{}, "devices"},
 		{"devices=abc", sim.Config{}, "devices"},
@@ -109,7 +111,7 @@ func TestOpenDSN(t *testing.T) {
 		{"granularity=3000", sim.Config{}, "granularity"},
 		{"granularity=0", sim.Config{}, "granularity"},
 		{"vmm=maybe", sim.Config{}, "vmm"},
-		{"color=red", sim.Config{}, "valid keys: devices, capacity, vmm, granularity, peer, hostregister"},
+		{"color=red", sim.Config{}, "valid keys: devices, capacity, vmm, granularity, peer, hostregister, launcher"},
 		{"devices=1,devices=2", sim.Config{}, "twice"},
 	}
 	for _, tt := range tests {

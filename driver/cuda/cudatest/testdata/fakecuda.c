@@ -37,7 +37,19 @@
  *     context, as a faulting kernel does; fake_poison poisons it at once;
  *   - stream and event operations issued while another context is current
  *     count as "ctx_mismatch" (the shim must always make the right context
- *     current first).
+ *     current first);
+ *   - modules and launches: cuLibraryLoadData and cuModuleLoadDataEx load
+ *     PTX and fake cubins (see "modules, libraries and launches" below),
+ *     refuse anything else as CUDA does (INVALID_IMAGE, INVALID_PTX,
+ *     UNSUPPORTED_PTX_VERSION, NO_BINARY_FOR_GPU) with a log in the JIT
+ *     error buffer, answer param info from the PTX signature, and
+ *     cuLaunchKernel runs the reference kernels on the device memory in
+ *     stream order; an out-of-bounds access (ILLEGAL_ADDRESS) or
+ *     accelkit_fault's trap (LAUNCH_FAILED) fails the launch's work and
+ *     poisons the context as fake_fail_stream does; launches count per
+ *     path ("launch_library_kernel", "launch_module_function"), and an
+ *     unload while launches of the module are not yet synchronised
+ *     (cuCtxSynchronize) counts as "unload_before_sync".
  *
  * Symbols are left out at link time, not at run time: the tests link one
  * copy of the library per configuration with a version script that makes
@@ -47,6 +59,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -105,10 +118,17 @@ enum {
 	E_OUT_OF_MEMORY = 2,
 	E_NOT_INITIALIZED = 3,
 	E_INVALID_DEVICE = 101,
+	E_INVALID_IMAGE = 200,
 	E_INVALID_CONTEXT = 201,
+	E_NO_BINARY_FOR_GPU = 209,
+	E_INVALID_PTX = 218,
+	E_UNSUPPORTED_PTX_VERSION = 222,
 	E_INVALID_HANDLE = 400,
+	E_NOT_FOUND = 500,
 	E_NOT_READY = 600,
+	E_ILLEGAL_ADDRESS = 700,
 	E_PEER_ACCESS_ALREADY_ENABLED = 704,
+	E_LAUNCH_FAILED = 719,
 	E_HOST_MEMORY_ALREADY_REGISTERED = 712,
 	E_HOST_MEMORY_NOT_REGISTERED = 713,
 	E_NOT_SUPPORTED = 801,
@@ -117,6 +137,11 @@ enum {
 #define EXPORT __attribute__((visibility("default")))
 #define MAXDEV 8
 #define GRANULARITY (2u << 20) /* as an H100 reports */
+#define MAX_BLOCK 1024            /* threads per block, as an H100 */
+#define MAX_SHARED (48u << 10)    /* dynamic shared memory per block without opt-in */
+#define CC_MAJOR 9                /* compute capability 9.0 */
+#define CC_MINOR 0
+#define PTX_ISA_MAX 90            /* PTX ISA 9.0, CUDA 13.0's */
 
 /* Every entry point, for counters and fault injection. */
 #define FAKE_APIS(X) \
@@ -134,7 +159,10 @@ enum {
 	X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) \
 	X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) \
 	X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuMemcpyPeerAsync) \
-	X(cuMemHostRegister_v2) X(cuMemHostUnregister)
+	X(cuMemHostRegister_v2) X(cuMemHostUnregister) \
+	X(cuLibraryLoadData) X(cuLibraryGetKernel) X(cuLibraryUnload) \
+	X(cuKernelGetParamInfo) X(cuModuleLoadDataEx) X(cuModuleGetFunction) \
+	X(cuModuleUnload) X(cuFuncGetParamInfo) X(cuLaunchKernel)
 
 enum {
 #define X(n) F_##n,
@@ -150,9 +178,14 @@ static const char *const api_names[F_COUNT] = {
 };
 
 /* Extra counters that are not entry points. */
-enum { C_CTX_MISMATCH, C_STREAM_BLOCKING, C_EVENT_TIMING, C_EXTRA };
+enum {
+	C_CTX_MISMATCH, C_STREAM_BLOCKING, C_EVENT_TIMING, C_LAUNCH_LIBRARY,
+	C_LAUNCH_MODULE, C_LAUNCH_NOT_RUN, C_UNLOAD_BEFORE_SYNC, C_EXTRA
+};
 static const char *const extra_names[C_EXTRA] = {
 	"ctx_mismatch", "streams_without_non_blocking", "events_with_timing",
+	"launch_library_kernel", "launch_module_function", "launches_not_executed",
+	"unload_before_sync",
 };
 
 static long long calls[F_COUNT];
@@ -362,6 +395,7 @@ static CUresult event_check(CUevent e) {
 
 /* ---- fault injection from the environment ------------------------------ */
 
+
 static void parse_fail_env(const char *spec) {
 	char *dup = strdup(spec), *save = NULL;
 	if (dup == NULL) return;
@@ -545,6 +579,8 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
 	if (d < 0 || d >= ndev) return E_INVALID_DEVICE;
 	if (v == NULL) return E_INVALID_VALUE;
 	switch (attr) {
+	case 1: *v = MAX_BLOCK; break;   /* MAX_THREADS_PER_BLOCK */
+	case 8: *v = MAX_SHARED; break;  /* MAX_SHARED_MEMORY_PER_BLOCK */
 	case 16: *v = 132; break;  /* MULTIPROCESSOR_COUNT */
 	case 75: *v = 9; break;    /* COMPUTE_CAPABILITY_MAJOR */
 	case 76: *v = 0; break;    /* COMPUTE_CAPABILITY_MINOR */
@@ -581,6 +617,8 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
 	return SUCCESS;
 }
 
+static void drop_modules_locked(CUcontext c);
+
 EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
 	ENTER(cuDevicePrimaryCtxRelease_v2);
 	NEED_INIT();
@@ -590,6 +628,7 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
 	if (ctxs[d].refs == 0) rc = E_INVALID_CONTEXT;
 	else if (--ctxs[d].refs == 0) { /* destroyed, with its host registrations */
 		ctxs[d].active = 0, ctxs[d].poison = 0, ctxs[d].pending = 0, ctxs[d].arm_default = 0;
+		drop_modules_locked(&ctxs[d]);
 		for (size_t i = 0; i < nregions;) {
 			if (regions[i].kind == R_REGISTERED && regions[i].dev == d) drop_region(&regions[i]);
 			else i++;
@@ -615,10 +654,13 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext c) {
 	return SUCCESS;
 }
 
+static void synced(int dev);
+
 EXPORT CUresult cuCtxSynchronize(void) {
 	ENTER(cuCtxSynchronize);
 	SYNC_POINT();
 	NEED_CTX();
+	synced(current->dev);
 	return SUCCESS;
 }
 
@@ -1140,6 +1182,534 @@ EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr s
 	if (!in_device_memory(dst, n) || !in_device_memory(src, n)) return E_INVALID_VALUE;
 	memmove((void *)(uintptr_t)dst, (void *)(uintptr_t)src, n);
 	return SUCCESS;
+}
+
+/* ---- modules, libraries and launches -------------------------------------- *
+ *
+ * An image is PTX text or a fake cubin: "\x7fELF", the line
+ * "ACCELKIT-FAKE-CUBIN sm_XX", then PTX text. The fake reads the entries
+ * (".entry NAME(" with its ".param" list) and keeps their parameter layout;
+ * it runs the four reference kernels (accelkit_vector_add, accelkit_scale,
+ * accelkit_reduce_sum, accelkit_fault) on the host-backed device memory
+ * when their signature matches, in stream order (at enqueue, as all the
+ * fake's stream work), and any other entry as no work, counted in
+ * "launches_not_executed". */
+
+#define MAXPARAMS 256
+#define NAMELEN 256
+
+typedef struct {
+	char name[NAMELEN];
+	int nparams;
+	unsigned offs[MAXPARAMS], sizes[MAXPARAMS];
+} entry;
+
+struct image;
+typedef struct func { struct image *img; int idx; } func; /* a CUkernel or a CUfunction */
+
+typedef struct image {
+	int library;         /* cuLibraryLoadData; else a module of ctx */
+	CUcontext ctx;
+	int n;
+	entry *entries;
+	func *funcs;
+	int pending[MAXDEV]; /* launched in that device's context since its last cuCtxSynchronize */
+	int running;         /* launches executing its code now */
+	int dead;            /* unloaded while running: the last launch frees it */
+} image;
+
+static image **images; /* guarded by mu */
+static size_t nimages, capimages;
+
+typedef struct CUlib_st *CUlibrary;
+typedef struct CUkern_st *CUkernel;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+
+static image *find_image_locked(void *h, int library) {
+	for (size_t i = 0; i < nimages; i++)
+		if ((void *)images[i] == h && images[i]->library == library) return images[i];
+	return NULL;
+}
+
+/* find_func_locked resolves a CUkernel or CUfunction handle. */
+static func *find_func_locked(void *h) {
+	for (size_t i = 0; i < nimages; i++) {
+		image *m = images[i];
+		if (m->n > 0 && (func *)h >= m->funcs && (func *)h < m->funcs + m->n) return (func *)h;
+	}
+	return NULL;
+}
+
+static void free_image(image *m) {
+	free(m->entries);
+	free(m->funcs);
+	free(m);
+}
+
+static void drop_image_locked(image *m) {
+	for (size_t i = 0; i < nimages; i++)
+		if (images[i] == m) { images[i] = images[--nimages]; break; }
+	for (int d = 0; d < MAXDEV; d++)
+		if (m->pending[d]) { __atomic_add_fetch(&extras[C_UNLOAD_BEFORE_SYNC], 1, __ATOMIC_RELAXED); break; }
+	if (m->running > 0) m->dead = 1;
+	else free_image(m);
+}
+
+static void drop_modules_locked(CUcontext c) {
+	for (size_t i = 0; i < nimages;) {
+		if (!images[i]->library && images[i]->ctx == c) {
+			image *m = images[i];
+			images[i] = images[--nimages];
+			if (m->running > 0) m->dead = 1;
+			else free_image(m);
+		} else i++;
+	}
+}
+
+static void synced(int dev) {
+	pthread_mutex_lock(&mu);
+	for (size_t i = 0; i < nimages; i++) images[i]->pending[dev] = 0;
+	pthread_mutex_unlock(&mu);
+}
+
+/* fake_live_images returns the number of loaded libraries (library 1) or
+ * modules (0). */
+EXPORT long long fake_live_images(int library) {
+	long long n = 0;
+	pthread_mutex_lock(&mu);
+	for (size_t i = 0; i < nimages; i++) n += images[i]->library == (library != 0);
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
+/* jit_log writes the JIT error log into the buffer the JIT options name, as
+ * the driver does: at most the given size with the NUL, and the size
+ * option's value becomes the bytes written. */
+static void jit_log(unsigned n, const int *opts, void **vals, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void jit_log(unsigned n, const int *opts, void **vals, const char *fmt, ...) {
+	char *buf = NULL;
+	size_t cap = 0;
+	int sizeidx = -1;
+	for (unsigned i = 0; i < n; i++) {
+		if (opts[i] == 5) buf = vals[i];
+		if (opts[i] == 6) cap = (size_t)(uintptr_t)vals[i], sizeidx = (int)i;
+	}
+	if (buf == NULL || cap == 0 || sizeidx < 0) return;
+	va_list ap;
+	va_start(ap, fmt);
+	int w = vsnprintf(buf, cap, fmt, ap);
+	va_end(ap);
+	size_t written = w < 0 ? 0 : ((size_t)w + 1 < cap ? (size_t)w + 1 : cap);
+	vals[sizeidx] = (void *)(uintptr_t)written;
+}
+
+static CUresult check_jit_options(unsigned n, const int *opts, void **vals) {
+	if (n == 0) return SUCCESS;
+	if (opts == NULL || vals == NULL) return E_INVALID_VALUE;
+	for (unsigned i = 0; i < n; i++)
+		if (opts[i] < 0 || opts[i] >= 34 /* CU_JIT_NUM_OPTIONS, CUDA 13.0 */) return E_INVALID_VALUE;
+	return SUCCESS;
+}
+
+static int line_of(const char *text, const char *p) {
+	int line = 1;
+	for (const char *q = text; q < p; q++) line += *q == '\n';
+	return line;
+}
+
+static const char *skip_space(const char *p) {
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+	return p;
+}
+
+static int ident_char(char c) {
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$' || c == '.';
+}
+
+/* scalar_size returns the bytes of a PTX parameter type, or 0. */
+static unsigned scalar_size(const char *t, size_t n) {
+	static const struct { const char *name; unsigned size; } types[] = {
+		{".u8", 1}, {".s8", 1}, {".b8", 1}, {".u16", 2}, {".s16", 2}, {".b16", 2}, {".f16", 2},
+		{".u32", 4}, {".s32", 4}, {".b32", 4}, {".f32", 4},
+		{".u64", 8}, {".s64", 8}, {".b64", 8}, {".f64", 8},
+	};
+	for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+		if (strlen(types[i].name) == n && strncmp(types[i].name, t, n) == 0) return types[i].size;
+	return 0;
+}
+
+/* parse_params reads one entry's parameter list, p just after "(". It
+ * returns the position after ")" or NULL with the offending position in
+ * *bad. */
+static const char *parse_params(const char *p, entry *e, const char **bad) {
+	unsigned off = 0;
+	p = skip_space(p);
+	if (*p == ')') return p + 1;
+	for (;;) {
+		p = skip_space(p);
+		*bad = p;
+		if (strncmp(p, ".param", 6) != 0) return NULL;
+		p = skip_space(p + 6);
+		unsigned align = 0, size = 0, count = 1;
+		if (strncmp(p, ".align", 6) == 0) {
+			char *end;
+			align = (unsigned)strtoul(p + 6, &end, 10);
+			if (end == p + 6 || align == 0 || (align & (align - 1)) != 0) return NULL;
+			p = skip_space(end);
+		}
+		const char *t = p;
+		while (ident_char(*p)) p++;
+		size = scalar_size(t, (size_t)(p - t));
+		if (size == 0) return NULL;
+		p = skip_space(p);
+		while (*p == '.') { /* qualifiers such as .ptr .global .align N */
+			while (ident_char(*p)) p++;
+			p = skip_space(p);
+			if (*p >= '0' && *p <= '9') { while (*p >= '0' && *p <= '9') p++; p = skip_space(p); }
+		}
+		const char *name = p;
+		while (ident_char(*p)) p++;
+		if (p == name) return NULL;
+		if (*p == '[') {
+			char *end;
+			count = (unsigned)strtoul(p + 1, &end, 10);
+			if (end == p + 1 || *end != ']' || count == 0 || count > 32768) return NULL;
+			p = end + 1;
+		}
+		if (align == 0) align = size;
+		if (e->nparams == MAXPARAMS) return NULL;
+		off = (off + align - 1) & ~(align - 1);
+		e->offs[e->nparams] = off;
+		e->sizes[e->nparams] = size * count;
+		e->nparams++;
+		off += size * count;
+		p = skip_space(p);
+		if (*p == ')') return p + 1;
+		*bad = p;
+		if (*p != ',') return NULL;
+		p++;
+	}
+}
+
+/* parse_entries reads every ".entry" of PTX text into *out. On bad input
+ * it returns E_INVALID_PTX with the reason in log. */
+static CUresult parse_entries(const char *text, entry **out, int *n, char *log, size_t loglen) {
+	*out = NULL, *n = 0;
+	int cap = 0;
+	for (const char *p = strstr(text, ".entry"); p != NULL; p = strstr(p, ".entry")) {
+		if (p > text && ident_char(p[-1])) { p += 6; continue; }
+		p = skip_space(p + 6);
+		const char *name = p;
+		while (ident_char(*p)) p++;
+		if (p == name || p - name >= NAMELEN) {
+			snprintf(log, loglen, "ptxas application ptx input, line %d; error   : syntax error: .entry without a valid name", line_of(text, name));
+			free(*out);
+			return E_INVALID_PTX;
+		}
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 8;
+			entry *a = realloc(*out, (size_t)cap * sizeof *a);
+			if (a == NULL) { free(*out); return E_OUT_OF_MEMORY; }
+			*out = a;
+		}
+		entry *e = &(*out)[*n];
+		memset(e, 0, sizeof *e);
+		memcpy(e->name, name, (size_t)(p - name));
+		p = skip_space(p);
+		if (*p == '(') {
+			const char *bad = p;
+			const char *end = parse_params(p + 1, e, &bad);
+			if (end == NULL) {
+				snprintf(log, loglen, "ptxas application ptx input, line %d; error   : syntax error in the parameter list of %s", line_of(text, bad), e->name);
+				free(*out);
+				return E_INVALID_PTX;
+			}
+			p = end;
+		}
+		(*n)++;
+	}
+	return SUCCESS;
+}
+
+/* parse_image reads image into a new image, or fails as the driver does,
+ * with a JIT log for PTX errors. */
+static CUresult parse_image(const void *code, image **out, char *log, size_t loglen) {
+	const char *text = code;
+	log[0] = 0;
+	if (memcmp(text, "\x7f" "ELF", 4) == 0) {
+		static const char tag[] = "ACCELKIT-FAKE-CUBIN sm_";
+		if (strncmp(text + 4, tag, sizeof tag - 1) != 0) {
+			snprintf(log, loglen, "fake libcuda: an ELF image that is not a fake cubin");
+			return E_INVALID_IMAGE;
+		}
+		int sm = atoi(text + 4 + sizeof tag - 1);
+		/* A cubin runs on its own major version at the same or a later minor. */
+		if (sm / 10 != CC_MAJOR || sm % 10 > CC_MINOR) return E_NO_BINARY_FOR_GPU;
+		const char *nl = strchr(text + 4, '\n');
+		if (nl == NULL) return E_INVALID_IMAGE;
+		text = nl + 1;
+	} else if ((unsigned char)text[0] == 0x50 && (unsigned char)text[1] == 0xED && (unsigned char)text[2] == 0x55 && (unsigned char)text[3] == 0xBA) {
+		snprintf(log, loglen, "fake libcuda: fatbin images are not modelled; load PTX or a fake cubin");
+		return E_INVALID_IMAGE;
+	} else {
+		const char *v = strstr(text, ".version");
+		if (v == NULL) {
+			snprintf(log, loglen, "ptxas application ptx input, line 1; fatal   : not a PTX module: no .version directive");
+			return E_INVALID_PTX;
+		}
+		int major = 0, minor = 0;
+		if (sscanf(v + 8, " %d.%d", &major, &minor) != 2) {
+			snprintf(log, loglen, "ptxas application ptx input, line %d; fatal   : malformed .version directive", line_of(text, v));
+			return E_INVALID_PTX;
+		}
+		if (major * 10 + minor > PTX_ISA_MAX) {
+			snprintf(log, loglen, "ptxas application ptx input, line %d; fatal   : Unsupported .version %d.%d; current version is '%d.%d'",
+			         line_of(text, v), major, minor, PTX_ISA_MAX / 10, PTX_ISA_MAX % 10);
+			return E_UNSUPPORTED_PTX_VERSION;
+		}
+		const char *t = strstr(text, ".target");
+		int sm = 0;
+		if (t != NULL && sscanf(t + 7, " sm_%d", &sm) == 1 && sm > CC_MAJOR * 10 + CC_MINOR) {
+			snprintf(log, loglen, "ptxas application ptx input, line %d; error   : SM version specified by .target (sm_%d) is higher than the device's (sm_%d%d)",
+			         line_of(text, t), sm, CC_MAJOR, CC_MINOR);
+			return E_INVALID_PTX;
+		}
+	}
+	image *m = calloc(1, sizeof *m);
+	if (m == NULL) return E_OUT_OF_MEMORY;
+	CUresult rc = parse_entries(text, &m->entries, &m->n, log, loglen);
+	if (rc != SUCCESS) { free(m); return rc; }
+	m->funcs = calloc((size_t)(m->n > 0 ? m->n : 1), sizeof *m->funcs);
+	if (m->funcs == NULL) { free_image(m); return E_OUT_OF_MEMORY; }
+	for (int i = 0; i < m->n; i++) m->funcs[i] = (func){m, i};
+	*out = m;
+	return SUCCESS;
+}
+
+static CUresult load(const void *code, unsigned n, int *opts, void **vals, int library, image **out) {
+	CUresult rc = check_jit_options(n, opts, vals);
+	if (rc != SUCCESS) return rc;
+	char log[1024];
+	rc = parse_image(code, out, log, sizeof log);
+	if (rc != SUCCESS) {
+		if (log[0] != 0) jit_log(n, opts, vals, "%s", log);
+		return rc;
+	}
+	(*out)->library = library;
+	(*out)->ctx = library ? NULL : current;
+	pthread_mutex_lock(&mu);
+	if (nimages == capimages) {
+		size_t c = capimages ? 2 * capimages : 16;
+		image **a = realloc(images, c * sizeof *a);
+		if (a == NULL) { pthread_mutex_unlock(&mu); free_image(*out); return E_OUT_OF_MEMORY; }
+		images = a, capimages = c;
+	}
+	images[nimages++] = *out;
+	pthread_mutex_unlock(&mu);
+	return SUCCESS;
+}
+
+EXPORT CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, int *jitOptions, void **jitOptionsValues, unsigned numJitOptions,
+                                  int *libraryOptions, void **libraryOptionValues, unsigned numLibraryOptions) {
+	ENTER(cuLibraryLoadData);
+	NEED_INIT();
+	if (lib == NULL || code == NULL) return E_INVALID_VALUE;
+	if (numLibraryOptions != 0 && (libraryOptions == NULL || libraryOptionValues == NULL)) return E_INVALID_VALUE;
+	image *m;
+	CUresult rc = load(code, numJitOptions, jitOptions, jitOptionsValues, 1, &m);
+	if (rc == SUCCESS) *lib = (CUlibrary)m;
+	return rc;
+}
+
+EXPORT CUresult cuModuleLoadDataEx(CUmodule *mod, const void *code, unsigned numOptions, int *options, void **optionValues) {
+	ENTER(cuModuleLoadDataEx);
+	NEED_CTX();
+	if (mod == NULL || code == NULL) return E_INVALID_VALUE;
+	image *m;
+	CUresult rc = load(code, numOptions, options, optionValues, 0, &m);
+	if (rc == SUCCESS) *mod = (CUmodule)m;
+	return rc;
+}
+
+static CUresult get_func(void **out, void *h, int library, const char *name) {
+	if (out == NULL || name == NULL) return E_INVALID_VALUE;
+	CUresult rc = E_NOT_FOUND;
+	pthread_mutex_lock(&mu);
+	image *m = find_image_locked(h, library);
+	if (m == NULL) rc = E_INVALID_HANDLE;
+	else if (!library && m->ctx != current) rc = E_INVALID_CONTEXT;
+	else
+		for (int i = 0; i < m->n; i++)
+			if (strcmp(m->entries[i].name, name) == 0) { *out = &m->funcs[i]; rc = SUCCESS; break; }
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+EXPORT CUresult cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name) {
+	ENTER(cuLibraryGetKernel);
+	NEED_INIT();
+	return get_func((void **)k, lib, 1, name);
+}
+
+EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule mod, const char *name) {
+	ENTER(cuModuleGetFunction);
+	NEED_CTX();
+	return get_func((void **)f, mod, 0, name);
+}
+
+static CUresult unload(void *h, int library) {
+	CUresult rc = SUCCESS;
+	pthread_mutex_lock(&mu);
+	image *m = find_image_locked(h, library);
+	if (m == NULL) rc = E_INVALID_HANDLE;
+	else if (!library && m->ctx != current) rc = E_INVALID_CONTEXT;
+	else drop_image_locked(m);
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+EXPORT CUresult cuLibraryUnload(CUlibrary lib) {
+	ENTER(cuLibraryUnload);
+	NEED_INIT(); /* context-independent */
+	return unload(lib, 1);
+}
+
+EXPORT CUresult cuModuleUnload(CUmodule mod) {
+	ENTER(cuModuleUnload);
+	NEED_CTX();
+	return unload(mod, 0);
+}
+
+static CUresult param_info(void *h, int library, size_t idx, size_t *off, size_t *size) {
+	if (off == NULL) return E_INVALID_VALUE;
+	CUresult rc = SUCCESS;
+	pthread_mutex_lock(&mu);
+	func *f = find_func_locked(h);
+	if (f == NULL || f->img->library != library) rc = E_INVALID_HANDLE;
+	else if (idx >= (size_t)f->img->entries[f->idx].nparams) rc = E_INVALID_VALUE;
+	else {
+		*off = f->img->entries[f->idx].offs[idx];
+		if (size != NULL) *size = f->img->entries[f->idx].sizes[idx];
+	}
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+EXPORT CUresult cuKernelGetParamInfo(CUkernel k, size_t idx, size_t *off, size_t *size) {
+	ENTER(cuKernelGetParamInfo);
+	NEED_INIT();
+	return param_info(k, 1, idx, off, size);
+}
+
+EXPORT CUresult cuFuncGetParamInfo(CUfunction f, size_t idx, size_t *off, size_t *size) {
+	ENTER(cuFuncGetParamInfo);
+	NEED_CTX();
+	return param_info(f, 0, idx, off, size);
+}
+
+/* kernel_is reports whether e is the reference kernel name with exactly
+ * the parameter sizes given (0-terminated). */
+static int kernel_is(const entry *e, const char *name, const unsigned *sizes) {
+	if (strcmp(e->name, name) != 0) return 0;
+	int i = 0;
+	for (; sizes[i] != 0; i++)
+		if (i >= e->nparams || e->sizes[i] != sizes[i]) return 0;
+	return i == e->nparams;
+}
+
+static uint64_t arg_u64(const unsigned char *pb, const entry *e, int i) { uint64_t v; memcpy(&v, pb + e->offs[i], 8); return v; }
+static int32_t arg_i32(const unsigned char *pb, const entry *e, int i) { int32_t v; memcpy(&v, pb + e->offs[i], 4); return v; }
+static float arg_f32(const unsigned char *pb, const entry *e, int i) { float v; memcpy(&v, pb + e->offs[i], 4); return v; }
+
+/* run executes a reference kernel over the grid: every thread computes
+ * i = blockIdx.x*blockDim.x + threadIdx.x (threads that differ only in y
+ * or z repeat the work, as they would on a GPU). It returns the code the
+ * launch faults with (0: none); a faulting launch touches no memory. */
+static int run(const entry *e, const unsigned char *pb, unsigned long long threadsX, unsigned long long repeat) {
+	static const unsigned vadd[] = {8, 8, 8, 4, 0}, scale[] = {8, 4, 4, 0}, reduce[] = {8, 8, 4, 0}, fault[] = {8, 0};
+	if (kernel_is(e, "accelkit_fault", fault)) return E_LAUNCH_FAILED; /* trap; */
+	if (kernel_is(e, "accelkit_vector_add", vadd)) {
+		float *a = (float *)(uintptr_t)arg_u64(pb, e, 0), *b = (float *)(uintptr_t)arg_u64(pb, e, 1), *c = (float *)(uintptr_t)arg_u64(pb, e, 2);
+		int32_t n = arg_i32(pb, e, 3);
+		unsigned long long cnt = n > 0 ? ((unsigned long long)n < threadsX ? (unsigned long long)n : threadsX) : 0;
+		if (cnt == 0) return 0;
+		if (!in_device_memory((uintptr_t)a, cnt * 4) || !in_device_memory((uintptr_t)b, cnt * 4) || !in_device_memory((uintptr_t)c, cnt * 4))
+			return E_ILLEGAL_ADDRESS;
+		for (unsigned long long r = 0; r < repeat; r++)
+			for (unsigned long long i = 0; i < cnt; i++) c[i] = a[i] + b[i];
+		return 0;
+	}
+	if (kernel_is(e, "accelkit_scale", scale)) {
+		float *x = (float *)(uintptr_t)arg_u64(pb, e, 0);
+		float s = arg_f32(pb, e, 1);
+		int32_t n = arg_i32(pb, e, 2);
+		unsigned long long cnt = n > 0 ? ((unsigned long long)n < threadsX ? (unsigned long long)n : threadsX) : 0;
+		if (cnt == 0) return 0;
+		if (!in_device_memory((uintptr_t)x, cnt * 4)) return E_ILLEGAL_ADDRESS;
+		for (unsigned long long r = 0; r < repeat; r++)
+			for (unsigned long long i = 0; i < cnt; i++) x[i] *= s;
+		return 0;
+	}
+	if (kernel_is(e, "accelkit_reduce_sum", reduce)) {
+		float *x = (float *)(uintptr_t)arg_u64(pb, e, 0), *out = (float *)(uintptr_t)arg_u64(pb, e, 1);
+		int32_t n = arg_i32(pb, e, 2);
+		unsigned long long cnt = n > 0 ? ((unsigned long long)n < threadsX ? (unsigned long long)n : threadsX) : 0;
+		if (cnt == 0) return 0;
+		if (!in_device_memory((uintptr_t)x, cnt * 4) || !in_device_memory((uintptr_t)out, 4)) return E_ILLEGAL_ADDRESS;
+		for (unsigned long long r = 0; r < repeat; r++)
+			for (unsigned long long i = 0; i < cnt; i++) *out += x[i]; /* atomicAdd */
+		return 0;
+	}
+	__atomic_add_fetch(&extras[C_LAUNCH_NOT_RUN], 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                               unsigned shared, CUstream s, void **params, void **extra) {
+	ENTER(cuLaunchKernel);
+	NEED_CTX();
+	CUcontext c;
+	CUresult rc = stream_ctx(s, &c);
+	if (rc != SUCCESS) return rc;
+	if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 || bx > MAX_BLOCK || by > MAX_BLOCK || bz > 64 ||
+	    (unsigned long long)bx * by * bz > MAX_BLOCK || shared > MAX_SHARED || extra != NULL)
+		return E_INVALID_VALUE;
+	/* The parameter values, copied as the driver copies them at the call;
+	 * 32764 bytes is CUDA's parameter space (CUDA 12.1, Volta and later). */
+	unsigned char pb[32764];
+	image *img = NULL;
+	pthread_mutex_lock(&mu);
+	func *fn = find_func_locked(f);
+	if (fn == NULL) rc = E_INVALID_HANDLE;
+	else if (!fn->img->library && fn->img->ctx != c) rc = E_INVALID_HANDLE; /* a function of another context */
+	else {
+		img = fn->img;
+		img->running++; /* an unload meanwhile frees it after this launch */
+		img->pending[c->dev] = 1;
+	}
+	pthread_mutex_unlock(&mu);
+	if (rc != SUCCESS) return rc;
+	const entry *e = &img->entries[fn->idx];
+	unsigned end = e->nparams ? e->offs[e->nparams - 1] + e->sizes[e->nparams - 1] : 0;
+	if ((e->nparams > 0 && params == NULL) || end > sizeof pb) rc = E_INVALID_VALUE;
+	for (int i = 0; rc == SUCCESS && i < e->nparams; i++) {
+		if (params[i] == NULL) rc = E_INVALID_VALUE;
+		else memcpy(pb + e->offs[i], params[i], e->sizes[i]);
+	}
+	if (rc == SUCCESS) {
+		__atomic_add_fetch(&extras[img->library ? C_LAUNCH_LIBRARY : C_LAUNCH_MODULE], 1, __ATOMIC_RELAXED);
+		queue_work(s, c);
+		/* Work queued after a fault never runs. */
+		if (__atomic_load_n(&c->pending, __ATOMIC_ACQUIRE) == 0) {
+			int fault = run(e, pb, (unsigned long long)gx * bx, (unsigned long long)gy * gz * by * bz);
+			if (fault != 0) __atomic_store_n(&c->pending, fault, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_lock(&mu);
+	if (--img->running == 0 && img->dead) free_image(img);
+	pthread_mutex_unlock(&mu);
+	return rc;
 }
 
 /* ---- foreign stream handles (driver/cuda's ForeignStream) ------------------ */

@@ -26,6 +26,7 @@ typedef long long (*live_fn)(int);
 typedef int (*curdev_fn)(void);
 typedef int (*failstream_fn)(int, void *, int);
 typedef int (*poison_fn)(int, int);
+typedef long long (*images_fn)(int);
 
 static void *fk_open(const char *path) { return dlopen(path, RTLD_NOW | RTLD_LOCAL); }
 static const char *fk_error(void) { return dlerror(); }
@@ -39,6 +40,7 @@ static long long fk_live(void *f, int kind) { return ((live_fn)f)(kind); }
 static int fk_curdev(void *f) { return ((curdev_fn)f)(); }
 static int fk_failstream(void *f, int dev, void *s, int code) { return ((failstream_fn)f)(dev, s, code); }
 static int fk_poison(void *f, int dev, int code) { return ((poison_fn)f)(dev, code); }
+static long long fk_images(void *f, int library) { return ((images_fn)f)(library); }
 */
 import "C"
 
@@ -158,7 +160,7 @@ func Build(t testing.TB, env map[string]string, omit ...string) *Lib {
 		t.Fatalf("loading the fake libcuda: %s", C.GoString(C.fk_error()))
 	}
 	l := &Lib{Path: lib, h: h, syms: map[string]unsafe.Pointer{}}
-	for _, name := range []string{"fake_counter", "fake_last_flags", "fake_fail", "fake_set_vmm", "fake_ptr_device", "fake_live", "fake_current_device", "fake_fail_stream", "fake_poison"} {
+	for _, name := range []string{"fake_counter", "fake_last_flags", "fake_fail", "fake_set_vmm", "fake_ptr_device", "fake_live", "fake_current_device", "fake_fail_stream", "fake_poison", "fake_live_images"} {
 		cname := C.CString(name)
 		f := C.fk_sym(h, cname)
 		C.free(unsafe.Pointer(cname))
@@ -172,7 +174,12 @@ func Build(t testing.TB, env map[string]string, omit ...string) *Lib {
 
 // Counter returns how often an entry point was called, or an extra counter:
 // "ctx_mismatch" (stream or event work issued while another context was
-// current), "streams_without_non_blocking", "events_with_timing".
+// current), "streams_without_non_blocking", "events_with_timing",
+// "launch_library_kernel" and "launch_module_function" (launches of a
+// cuLibraryGetKernel kernel, of a cuModuleGetFunction function),
+// "launches_not_executed" (launches of kernels the fake does not run: all
+// but the four reference kernels), "unload_before_sync" (unloads of a
+// module launched since its context's last cuCtxSynchronize).
 func (l *Lib) Counter(name string) int64 {
 	c := C.CString(name)
 	defer C.free(unsafe.Pointer(c))
@@ -242,4 +249,14 @@ func (l *Lib) Poison(dev, code int) error {
 		return fmt.Errorf("fakecuda: Poison: unknown device %d", dev)
 	}
 	return nil
+}
+
+// LiveImages counts the loaded libraries (cuLibraryLoadData, library true)
+// or modules (cuModuleLoadDataEx).
+func (l *Lib) LiveImages(library bool) int64 {
+	v := 0
+	if library {
+		v = 1
+	}
+	return int64(C.fk_images(l.syms["fake_live_images"], C.int(v)))
 }

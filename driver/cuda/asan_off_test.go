@@ -1,0 +1,5 @@
+//go:build !asan
+
+package cuda
+
+const asanBuild = false
