@@ -1,22 +1,17 @@
-// Command capi is devalloc as a C shared library that PyTorch and CuPy
-// load as their CUDA allocator: build it with
+// Package capi is the Go side of devalloc's C library for PyTorch and
+// CuPy (cmd/accelkit_alloc, built with -buildmode=c-shared): a Library
+// holds one devalloc resource per device of driver/cuda and makes the
+// frameworks' calls of it. Alloc takes the caller's cudaStream_t as a
+// handle (cuda.ForeignStream); Free checks the pointer, device and size
+// against its table of live allocations first, so a bad call is an error
+// that changes nothing; statistics come as JSON with PyTorch's names and
+// snapshots as the pickle PyTorch's memory_viz opens.
 //
-//	go build -buildmode=c-shared -o libaccelkit_alloc.so github.com/accelkit/accelkit/devalloc/capi
+//	lib, err := capi.Open("", devalloc.Config{}) // libcuda.so.1, or $ACCELKIT_LIBCUDA
+//	p, err := lib.Alloc(1<<20, 0, stream)         // device 0, a cudaStream_t
+//	err = lib.Free(p, 1<<20, 0, stream)
 //
-// (or `go tool task capi`, which also copies accelkit_alloc.h, the C
-// header), then hand the library to
-// torch.cuda.memory.CUDAPluggableAllocator(path, "accelkit_torch_alloc",
-// "accelkit_torch_free") or to cupy.cuda.memory.CFunctionAllocator with
-// accelkit_cupy_malloc and accelkit_cupy_free. accelkit_alloc.h declares
-// every entry point and says what each does; the README has the recipes.
-//
-// The library keeps one devalloc resource per CUDA device, opened on
-// driver/cuda in the process's primary contexts (those the CUDA runtime
-// and PyTorch use) with the configuration of ACCELKIT_ALLOC_CONF, read
-// once at the first call. A caller's cudaStream_t is a stream accelkit
-// does not own (cuda.ForeignStream); a free returns the block to the pool
-// of the stream it was allocated on, stream-ordered. Errors never crash
-// the caller: each call leaves a thread-local message for
-// accelkit_last_error, and a bad call (unknown pointer, wrong size, a
-// device that does not exist) changes nothing.
-package main
+// A Library is safe for concurrent use. Calls that name
+// cuda.StreamPerThread must come from a locked OS thread, as a cgo
+// callback's does.
+package capi

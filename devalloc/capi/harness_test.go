@@ -1,4 +1,4 @@
-package main
+package capi
 
 import (
 	"fmt"
@@ -57,14 +57,14 @@ func buildLibrary(t *testing.T) (lib, harness string) {
 		}
 		built.lib = filepath.Join(built.dir, "libaccelkit_alloc.so")
 		args := []string{"build", "-buildmode=c-shared", "-o", built.lib}
-		cmd := exec.Command(gobin, append(args, ".")...)
+		cmd := exec.Command(gobin, append(args, "./cmd/accelkit_alloc")...)
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			built.err = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 			return
 		}
 		built.harness = filepath.Join(built.dir, "harness")
-		out, err := exec.Command(cc, "-O2", "-Wall", "-Wextra", "-Werror", "-I.", "-o", built.harness, "testdata/harness.c",
+		out, err := exec.Command(cc, "-O2", "-Wall", "-Wextra", "-Werror", "-Icmd/accelkit_alloc", "-o", built.harness, "testdata/harness.c",
 			"-L"+built.dir, "-laccelkit_alloc", "-Wl,-rpath,"+built.dir, "-ldl", "-lpthread").CombinedOutput()
 		if err != nil {
 			built.err = fmt.Errorf("compiling testdata/harness.c: %v\n%s", err, out)

@@ -1,10 +1,4 @@
-package main
-
-// The library's Go half, without cgo: one devalloc resource per device of
-// driver/cuda, the table of live allocations that lets bad calls be
-// refused without touching the allocator, and the operations the exports
-// (exports.go) make of the C calls. The tests drive it in-process; the C
-// and Python harnesses drive the built library.
+package capi
 
 import (
 	"encoding/json"
@@ -18,12 +12,13 @@ import (
 	"github.com/accelkit/accelkit/driver/cuda"
 )
 
-// library is the process's allocator state: a driver/cuda driver and one
-// resource per device, fixed at open. Safe for concurrent use.
+// Library is the allocator state of a process: a driver/cuda driver and
+// one devalloc resource per device, fixed at Open. The C library
+// (cmd/accelkit_alloc) holds one for the process. Safe for concurrent use.
 //
 // Locking: drv, cfg and devs are fixed at open; each live shard's mutex
 // guards its map and is never held across an allocator or driver call.
-type library struct {
+type Library struct {
 	drv  driver.Driver
 	cfg  devalloc.Config
 	devs []devState
@@ -55,26 +50,27 @@ type liveAlloc struct {
 
 func shardOf(p uintptr) int { return int(p>>9) % liveShards }
 
-// openLibrary opens driver/cuda (dsn as cuda.Open takes it: "" loads
-// $ACCELKIT_LIBCUDA, else libcuda.so.1) and a devalloc resource per device
-// with cfg.
-func openLibrary(dsn string, cfg devalloc.Config) (*library, error) {
+// Open opens driver/cuda (dsn as cuda.Open takes it: "" loads
+// $ACCELKIT_LIBCUDA, else libcuda.so.1) and a devalloc resource per
+// device with cfg (devalloc.Open: backend:passthrough gives the uncached
+// one).
+func Open(dsn string, cfg devalloc.Config) (*Library, error) {
 	drv, err := cuda.Open(dsn)
 	if err != nil {
 		return nil, err
 	}
-	l := &library{drv: drv, cfg: cfg}
+	l := &Library{drv: drv, cfg: cfg}
 	for i := range l.live {
 		l.live[i].m = map[uintptr]liveAlloc{}
 	}
 	for i := range drv.DeviceCount() {
 		dev, err := drv.Device(i)
 		if err != nil {
-			return nil, errors.Join(err, l.close())
+			return nil, errors.Join(err, l.Close())
 		}
 		res, err := devalloc.Open(dev, cfg)
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("device %d: %w", i, err), l.close())
+			return nil, errors.Join(fmt.Errorf("device %d: %w", i, err), l.Close())
 		}
 		a, _ := res.(*devalloc.Allocator)
 		l.devs = append(l.devs, devState{dev: dev, res: res, a: a})
@@ -82,9 +78,9 @@ func openLibrary(dsn string, cfg devalloc.Config) (*library, error) {
 	return l, nil
 }
 
-// close closes the resources and the driver (tests; the library itself
-// lives as long as the process).
-func (l *library) close() error {
+// Close closes the resources and the driver. The C library never calls
+// it: it lives as long as the process.
+func (l *Library) Close() error {
 	var errs []error
 	for _, d := range l.devs {
 		errs = append(errs, d.res.Close())
@@ -93,17 +89,17 @@ func (l *library) close() error {
 }
 
 // device returns device i's state, or an error naming the valid range.
-func (l *library) device(i int) (*devState, error) {
+func (l *Library) device(i int) (*devState, error) {
 	if i < 0 || i >= len(l.devs) {
 		return nil, fmt.Errorf("device %d does not exist: this process has %d CUDA device(s), 0 to %d: %w", i, len(l.devs), len(l.devs)-1, driver.ErrInvalidValue)
 	}
 	return &l.devs[i], nil
 }
 
-// alloc allocates size bytes on device for the work of the stream the
+// Alloc allocates size bytes on device for the work of the stream the
 // caller's handle names (0: the legacy default stream). size 0 returns 0
 // and no error.
-func (l *library) alloc(size uint64, device int, handle uintptr) (uintptr, error) {
+func (l *Library) Alloc(size uint64, device int, handle uintptr) (uintptr, error) {
 	d, err := l.device(device)
 	if err != nil {
 		return 0, err
@@ -126,13 +122,26 @@ func (l *library) alloc(size uint64, device int, handle uintptr) (uintptr, error
 	return uintptr(p), nil
 }
 
-// free frees p, which alloc returned for device. With checkSize, size must
+// Free frees p, which Alloc returned for device and size, as PyTorch's
+// free does; handle is the stream it names. A bad call (p unknown or
+// already freed, another device's, a wrong size, a device that does not
+// exist) is an error and changes nothing.
+func (l *Library) Free(p uintptr, size uint64, device int, handle uintptr) error {
+	return l.release(p, size, true, device, handle)
+}
+
+// FreeUnsized frees p as CuPy's free does, without a size.
+func (l *Library) FreeUnsized(p uintptr, device int, handle uintptr) error {
+	return l.release(p, 0, false, device, handle)
+}
+
+// release frees p, which Alloc returned for device. With checkSize, size must
 // be the size it was allocated with (PyTorch passes it; CuPy does not).
 // When the caller frees on another stream than it allocated on, the block
 // is noted as used on that stream too, so that its reuse waits for both.
 // A bad call (p unknown, or of another device, or a wrong size) changes
 // nothing.
-func (l *library) free(p uintptr, size uint64, checkSize bool, device int, handle uintptr) error {
+func (l *Library) release(p uintptr, size uint64, checkSize bool, device int, handle uintptr) error {
 	d, err := l.device(device)
 	if err != nil {
 		return err
@@ -171,7 +180,7 @@ func (l *library) free(p uintptr, size uint64, checkSize bool, device int, handl
 	return err
 }
 
-func (l *library) recordOn(d *devState, p uintptr, handle uintptr) error {
+func (l *Library) recordOn(d *devState, p uintptr, handle uintptr) error {
 	s, err := cuda.ForeignStream(d.dev, handle)
 	if err != nil {
 		return err
@@ -179,8 +188,11 @@ func (l *library) recordOn(d *devState, p uintptr, handle uintptr) error {
 	return d.res.RecordStream(driver.Ptr(p), s)
 }
 
+// DeviceCount returns the number of devices.
+func (l *Library) DeviceCount() int { return len(l.devs) }
+
 // devices returns device i, or every device for -1.
-func (l *library) devices(i int) ([]devState, error) {
+func (l *Library) devices(i int) ([]devState, error) {
 	if i == -1 {
 		return l.devs, nil
 	}
@@ -191,8 +203,8 @@ func (l *library) devices(i int) ([]devState, error) {
 	return []devState{*d}, nil
 }
 
-// emptyCache releases the cached memory of device i (-1: all devices).
-func (l *library) emptyCache(i int) error {
+// EmptyCache releases the cached memory of device i (-1: all devices).
+func (l *Library) EmptyCache(i int) error {
 	ds, err := l.devices(i)
 	if err != nil {
 		return err
@@ -204,9 +216,9 @@ func (l *library) emptyCache(i int) error {
 	return errors.Join(errs...)
 }
 
-// statsJSON is device i's statistics as one JSON object with PyTorch's
+// StatsJSON is device i's statistics as one JSON object with PyTorch's
 // memory_stats names ("allocated_bytes.all.current", ...).
-func (l *library) statsJSON(i int) ([]byte, error) {
+func (l *Library) StatsJSON(i int) ([]byte, error) {
 	d, err := l.device(i)
 	if err != nil {
 		return nil, err
@@ -216,7 +228,7 @@ func (l *library) statsJSON(i int) ([]byte, error) {
 
 // caching returns device i's caching allocator, or an error for
 // backend:passthrough, which has no cache to cap or snapshot.
-func (l *library) caching(i int, op string) (*devalloc.Allocator, error) {
+func (l *Library) caching(i int, op string) (*devalloc.Allocator, error) {
 	d, err := l.device(i)
 	if err != nil {
 		return nil, err
@@ -227,9 +239,9 @@ func (l *library) caching(i int, op string) (*devalloc.Allocator, error) {
 	return d.a, nil
 }
 
-// setMemoryFraction caps device i's reserved memory at fraction f of its
+// SetMemoryFraction caps device i's reserved memory at fraction f of its
 // total, as torch.cuda.set_per_process_memory_fraction(f, i).
-func (l *library) setMemoryFraction(f float64, i int) error {
+func (l *Library) SetMemoryFraction(f float64, i int) error {
 	a, err := l.caching(i, "set memory fraction")
 	if err != nil {
 		return err
@@ -237,8 +249,8 @@ func (l *library) setMemoryFraction(f float64, i int) error {
 	return a.SetMemoryFraction(f)
 }
 
-// resetPeakStats sets device i's peaks to their current values.
-func (l *library) resetPeakStats(i int) error {
+// ResetPeakStats sets device i's peaks to their current values.
+func (l *Library) ResetPeakStats(i int) error {
 	a, err := l.caching(i, "reset peak stats")
 	if err != nil {
 		return err
@@ -247,11 +259,11 @@ func (l *library) resetPeakStats(i int) error {
 	return nil
 }
 
-// snapshot writes device i's memory snapshot to path in the pickle form
+// Snapshot writes device i's memory snapshot to path in the pickle form
 // torch.cuda.memory._dump_snapshot writes and memory_viz opens, through a
 // temporary file renamed into place (atomicfile: a symbolic link or other
 // non-regular file at path is refused, never written through).
-func (l *library) snapshot(i int, path string) error {
+func (l *Library) Snapshot(i int, path string) error {
 	a, err := l.caching(i, "snapshot")
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package main
+package capi
 
 import (
 	"errors"
@@ -12,14 +12,14 @@ import (
 	"github.com/accelkit/accelkit/driver/cuda/cudatest"
 )
 
-func openTest(t *testing.T) (*library, *cudatest.Lib) {
+func openTest(t *testing.T) (*Library, *cudatest.Lib) {
 	t.Helper()
 	fake := cudatest.Build(t)
-	l, err := openLibrary("lib="+fake.Path, devalloc.Config{})
+	l, err := Open("lib="+fake.Path, devalloc.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.close() })
+	t.Cleanup(func() { l.Close() })
 	return l, fake
 }
 
@@ -39,21 +39,21 @@ func TestStreamOrderedFree(t *testing.T) {
 	rt.SetCurrent(ctx)
 	a, _ := rt.NewStream()
 	b, _ := rt.NewStream()
-	p, err := l.alloc(1<<20, 0, a)
+	p, err := l.Alloc(1<<20, 0, a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.free(p, 1<<20, true, 0, a); err != nil {
+	if err := l.Free(p, 1<<20, 0, a); err != nil {
 		t.Fatal(err)
 	}
-	q, err := l.alloc(1<<20, 0, b)
+	q, err := l.Alloc(1<<20, 0, b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if q == p {
 		t.Fatal("a block freed on stream a went to stream b without an order between them")
 	}
-	r, err := l.alloc(1<<20, 0, a)
+	r, err := l.Alloc(1<<20, 0, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,20 +63,20 @@ func TestStreamOrderedFree(t *testing.T) {
 	// A free on another stream than the allocation's notes that stream
 	// too: the block waits for both (an event each) before reuse.
 	records := fake.Counter("cuEventRecord")
-	if err := l.free(r, 1<<20, true, 0, b); err != nil {
+	if err := l.Free(r, 1<<20, 0, b); err != nil {
 		t.Fatal(err)
 	}
 	if fake.Counter("cuEventRecord") == records {
 		t.Error("a free on another stream recorded no event on it")
 	}
-	l.free(q, 1<<20, true, 0, b)
+	l.Free(q, 1<<20, 0, b)
 }
 
 // TestBadCallsChangeNothing, in-process: each bad call is refused and the
 // allocation stays live and freeable.
 func TestBadCallsChangeNothing(t *testing.T) {
 	l, _ := openTest(t)
-	p, err := l.alloc(4096, 1, 0)
+	p, err := l.Alloc(4096, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,14 +94,14 @@ func TestBadCallsChangeNothing(t *testing.T) {
 		{"no such device", p, 4096, 2, true, driver.ErrInvalidValue},
 		{"negative device", p, 0, -1, false, driver.ErrInvalidValue},
 	} {
-		if err := l.free(c.p, c.size, c.checkSize, c.dev, 0); !errors.Is(err, c.want) {
+		if err := l.release(c.p, c.size, c.checkSize, c.dev, 0); !errors.Is(err, c.want) {
 			t.Errorf("%s: free = %v, want %v", c.name, err, c.want)
 		}
 	}
 	if got := l.devs[1].res.Stats().Map()["allocated_bytes.all.current"]; got != 4096 {
 		t.Errorf("after the bad calls %d bytes are allocated, want 4096", got)
 	}
-	if err := l.free(p, 4096, true, 1, 0); err != nil {
+	if err := l.Free(p, 4096, 1, 0); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -123,21 +123,21 @@ func TestConcurrentThreads(t *testing.T) {
 			for i := range 300 {
 				size := uint64(1 + (i*7919+g*104729)%(1<<16))
 				s := streams[i%3]
-				p, err := l.alloc(size, g%2, s)
+				p, err := l.Alloc(size, g%2, s)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if err := l.free(p, size, true, g%2, s); err != nil {
+				if err := l.Free(p, size, g%2, s); err != nil {
 					t.Error(err)
 					return
 				}
-				if q, err := l.alloc(512, g%2, s); err == nil {
+				if q, err := l.Alloc(512, g%2, s); err == nil {
 					held = append(held, q)
 				}
 			}
 			for i, q := range held {
-				if err := l.free(q, 512, true, g%2, streams[i%3]); err != nil {
+				if err := l.Free(q, 512, g%2, streams[i%3]); err != nil {
 					t.Error(err)
 				}
 			}
@@ -156,17 +156,17 @@ func TestConcurrentThreads(t *testing.T) {
 // firstcall mode measures the pair through the C ABI).
 func BenchmarkAllocFreePair(b *testing.B) {
 	fake := cudatest.Build(b)
-	l, err := openLibrary("lib="+fake.Path, devalloc.Config{})
+	l, err := Open("lib="+fake.Path, devalloc.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer l.close()
+	defer l.Close()
 	for b.Loop() {
-		p, err := l.alloc(4096, 0, 0)
+		p, err := l.Alloc(4096, 0, 0)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := l.free(p, 4096, true, 0, 0); err != nil {
+		if err := l.Free(p, 4096, 0, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -18,24 +18,25 @@ import (
 	"unsafe"
 
 	"github.com/accelkit/accelkit/devalloc"
+	"github.com/accelkit/accelkit/devalloc/capi"
 )
 
 // state is the process's library, opened by the first call with the
 // configuration read then, once; an error opening it is every call's.
 var state struct {
 	once sync.Once
-	l    *library
+	l    *capi.Library
 	err  error
 }
 
-func get() (*library, error) {
+func get() (*capi.Library, error) {
 	state.once.Do(func() {
 		cfg, err := devalloc.ConfigFromEnv()
 		if err != nil {
 			state.err = err
 			return
 		}
-		state.l, state.err = openLibrary("", cfg)
+		state.l, state.err = capi.Open("", cfg)
 	})
 	return state.l, state.err
 }
@@ -59,7 +60,7 @@ func akgoAlloc(size C.size_t, device C.int, stream C.uintptr_t) (p C.uintptr_t) 
 	l, err := get()
 	if err == nil {
 		var q uintptr
-		q, err = l.alloc(uint64(size), int(device), uintptr(stream))
+		q, err = l.Alloc(uint64(size), int(device), uintptr(stream))
 		p = C.uintptr_t(q)
 	}
 	if err != nil {
@@ -73,7 +74,11 @@ func akgoFree(p C.uintptr_t, size C.size_t, checkSize C.int, device C.int, strea
 	defer guard("free")
 	l, err := get()
 	if err == nil {
-		err = l.free(uintptr(p), uint64(size), checkSize != 0, int(device), uintptr(stream))
+		if checkSize != 0 {
+			err = l.Free(uintptr(p), uint64(size), int(device), uintptr(stream))
+		} else {
+			err = l.FreeUnsized(uintptr(p), int(device), uintptr(stream))
+		}
 	}
 	if err != nil {
 		setError("free", err)
@@ -89,7 +94,7 @@ func akgoDeviceCount() (n C.int) {
 		setError("device count", err)
 		return -1
 	}
-	return C.int(len(l.devs))
+	return C.int(l.DeviceCount())
 }
 
 //export akgoStatsJSON
@@ -99,7 +104,7 @@ func akgoStatsJSON(device C.int, buf *C.char, n C.size_t) (r C.long) {
 	l, err := get()
 	var js []byte
 	if err == nil {
-		js, err = l.statsJSON(int(device))
+		js, err = l.StatsJSON(int(device))
 	}
 	if err != nil {
 		setError("stats", err)
@@ -114,7 +119,7 @@ func akgoStatsJSON(device C.int, buf *C.char, n C.size_t) (r C.long) {
 }
 
 // status runs op's work and turns its error into -1 and the last error.
-func status(op string, fn func(l *library) error) C.int {
+func status(op string, fn func(l *capi.Library) error) C.int {
 	l, err := get()
 	if err == nil {
 		err = fn(l)
@@ -130,32 +135,32 @@ func status(op string, fn func(l *library) error) C.int {
 func akgoEmptyCache(device C.int) (r C.int) {
 	r = -1
 	defer guard("empty cache")
-	return status("empty cache", func(l *library) error { return l.emptyCache(int(device)) })
+	return status("empty cache", func(l *capi.Library) error { return l.EmptyCache(int(device)) })
 }
 
 //export akgoSetMemoryFraction
 func akgoSetMemoryFraction(f C.double, device C.int) (r C.int) {
 	r = -1
 	defer guard("set memory fraction")
-	return status("set memory fraction", func(l *library) error { return l.setMemoryFraction(float64(f), int(device)) })
+	return status("set memory fraction", func(l *capi.Library) error { return l.SetMemoryFraction(float64(f), int(device)) })
 }
 
 //export akgoResetPeakStats
 func akgoResetPeakStats(device C.int) (r C.int) {
 	r = -1
 	defer guard("reset peak stats")
-	return status("reset peak stats", func(l *library) error { return l.resetPeakStats(int(device)) })
+	return status("reset peak stats", func(l *capi.Library) error { return l.ResetPeakStats(int(device)) })
 }
 
 //export akgoSnapshot
 func akgoSnapshot(device C.int, path *C.char) (r C.int) {
 	r = -1
 	defer guard("snapshot")
-	return status("snapshot", func(l *library) error {
+	return status("snapshot", func(l *capi.Library) error {
 		if path == nil {
 			return fmt.Errorf("NULL path; give the file to write, e.g. snapshot.pickle")
 		}
-		return l.snapshot(int(device), C.GoString(path))
+		return l.Snapshot(int(device), C.GoString(path))
 	})
 }
 

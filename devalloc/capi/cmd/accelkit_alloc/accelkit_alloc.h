@@ -1,7 +1,7 @@
 /*
  * accelkit_alloc.h: devalloc, accelkit's caching device allocator, as a C
  * library (libaccelkit_alloc.so, built from github.com/accelkit/accelkit/
- * devalloc/capi with go build -buildmode=c-shared) that PyTorch and CuPy
+ * devalloc/capi/cmd/accelkit_alloc with go build -buildmode=c-shared) that PyTorch and CuPy
  * load as their CUDA allocator.
  *
  * Every function may be called from any thread, at any time, concurrently.
