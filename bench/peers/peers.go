@@ -7,8 +7,10 @@ package peers
 
 import "embed"
 
-// Scripts holds torch_alloc.py, torch_trace.py, cudacore_cache.py and
-// cudacore_kernels.py.
+// Scripts holds torch_alloc.py, torch_trace.py, cudacore_cache.py,
+// cudacore_kernels.py and torch_gpt_alloc.py (a GPT training loop on
+// PyTorch's allocator and on devalloc/capi's library, run by hand:
+// python bench/peers/torch_gpt_alloc.py --compare).
 //
 //go:embed *.py
 var Scripts embed.FS
