@@ -15,10 +15,10 @@ import (
 // Library is the allocator state of a process: a driver/cuda driver and
 // one devalloc resource per device, fixed at Open. The C library
 // (cmd/accelkit_alloc) holds one for the process. Safe for concurrent use.
-//
-// Locking: drv, cfg and devs are fixed at open; each live shard's mutex
-// guards its map and is never held across an allocator or driver call.
 type Library struct {
+	// Locking: drv, cfg and devs are fixed at Open; each live shard's
+	// mutex guards its map and is never held across an allocator or
+	// driver call.
 	drv  driver.Driver
 	cfg  devalloc.Config
 	devs []devState
