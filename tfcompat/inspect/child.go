@@ -15,7 +15,6 @@ package inspect
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -163,6 +163,9 @@ func runChild(ctx context.Context, exe string, req request, timeout time.Duratio
 		info.ExitCode = ps.ExitCode()
 		info.Signal = signalOf(ps)
 	}
+	if info.Signal == "" && info.ExitCode == 2 {
+		info.Signal = goSignal(info.Stderr)
+	}
 	info.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
 	var res *childResult
 	for _, m := range got {
@@ -199,33 +202,62 @@ func readMessages(r io.Reader) []message {
 	return out
 }
 
-// tailBuffer keeps the last stderrKeep bytes written to it.
+// tailBuffer keeps the first and the last stderrKeep/2 bytes written to
+// it: the head holds a Go runtime crash's "[signal ...]" line, the tail a
+// plugin's last words.
 //
-// Locking: mu guards buf; exec copies stdout and stderr to it from two
-// goroutines.
+// Locking: mu guards all fields; exec copies stdout and stderr to it from
+// two goroutines.
 type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
+	mu      sync.Mutex
+	head    []byte
+	tail    []byte
+	dropped bool
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - stderrKeep; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
+	n := len(p)
+	if room := stderrKeep/2 - len(t.head); room > 0 {
+		k := min(room, len(p))
+		t.head = append(t.head, p[:k]...)
+		p = p[k:]
 	}
-	return len(p), nil
+	t.tail = append(t.tail, p...)
+	if over := len(t.tail) - stderrKeep/2; over > 0 {
+		t.tail = append(t.tail[:0], t.tail[over:]...)
+		t.dropped = true
+	}
+	return n, nil
 }
 
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return cleanString(bytes.TrimLeft(t.buf, "\x00"), true)
+	sep := ""
+	if t.dropped {
+		sep = "\n[...]\n"
+	}
+	return cleanString(t.head, true) + sep + cleanString(t.tail, true)
 }
 
-// stageText is the child's last stage for a message, or "loading" when it
-// announced none.
+// goSignal finds the signal the Go runtime reports when one arrives in C
+// code: it catches the signal, prints "SIGSEGV: segmentation violation"
+// (or "[signal SIGSEGV: segmentation violation code=...]" after a "fatal
+// error" line) and exits with status 2, so the wait status does not show
+// it.
+func goSignal(stderr string) string {
+	m := goSignalRE.FindStringSubmatch(stderr)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+var goSignalRE = regexp.MustCompile(`(?m)^\[?(?:signal )?(SIG[A-Z0-9]+: [a-z ]+?)(?: code=.*)?\]?$`)
+
+// stageText is the child's last stage, for a message.
 func stageText(s string) string {
 	if s == "" {
 		return "starting"
