@@ -134,7 +134,7 @@ func runChild(ctx context.Context, exe string, req request, timeout time.Duratio
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe)
-	cmd.Env = append(os.Environ(), childEnv+"="+string(body))
+	cmd.Env = append(os.Environ(), childEnv+"="+string(body), childGORACE())
 	cmd.ExtraFiles = []*os.File{pw}
 	var tail tailBuffer
 	cmd.Stdout = &tail
@@ -183,6 +183,17 @@ func runChild(ctx context.Context, exe string, req request, timeout time.Duratio
 		return nil, info, fmt.Errorf("inspect: waiting for the child: %w", waitErr)
 	}
 	return res, info, nil
+}
+
+// childGORACE keeps a race-enabled inspector's children from sleeping
+// the race detector's default second at exit (atexit_sleep_ms), unless the
+// user chose a value.
+func childGORACE() string {
+	g := os.Getenv("GORACE")
+	if strings.Contains(g, "atexit_sleep_ms") {
+		return "GORACE=" + g
+	}
+	return "GORACE=" + strings.TrimSpace(g+" atexit_sleep_ms=0")
 }
 
 // readMessages decodes the child's lines, up to maxMessages bytes; a line
