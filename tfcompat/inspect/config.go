@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/accelkit/accelkit/tfcompat"
 )
@@ -163,43 +164,51 @@ func InspectPlugins(ctx context.Context, env string, opts Options) ([]Report, er
 	var out []Report
 	seen := map[string]string{}
 	for _, p := range plugins {
-		r := Report{Name: p.Name, Path: p.Path, Kind: KindPJRT, Verdict: OK}
-		lib := p.Path
-		if p.Config {
-			r.Config = p.Path
-			c, err := ReadConfig(p.Path)
-			if err != nil {
-				r.Path = ""
-				r.add(Fail, "config", "%v", err)
-				out = append(out, r)
-				continue
-			}
-			lib = c.LibraryPath
-			r.Path = lib
-		}
-		abs, err := filepath.Abs(lib)
-		if err == nil {
-			if first, dup := seen[abs]; dup {
-				r.add(Warn, "config", "library %s is also plugin %q's: the same library registered twice under two names", lib, first)
-			} else {
-				seen[abs] = p.Name
-			}
-		}
-		got, err := Inspect(ctx, lib, opts)
+		r, err := inspectEntry(ctx, p.Name, p.Path, p.Config, seen, opts)
 		if err != nil {
 			return out, err
 		}
-		got.Name, got.Config = r.Name, r.Config
-		if got.Kind == KindUnknown {
-			got.Kind = KindPJRT
+		if r.Symbols != nil && !r.Symbols["GetPjrtApi"] {
+			r.add(Fail, "pjrt.symbol", "GetPjrtApi is not exported, yet PJRT_NAMES_AND_LIBRARY_PATHS names %s as PJRT plugin %q: jax fails to load it", r.Path, p.Name)
 		}
-		for _, f := range r.Findings {
-			got.add(f.Severity, f.Check, "%s", f.Message)
-		}
-		if got.Symbols != nil && !got.Symbols["GetPjrtApi"] {
-			got.add(Fail, "pjrt.symbol", "GetPjrtApi is not exported, yet PJRT_NAMES_AND_LIBRARY_PATHS names %s as PJRT plugin %q: jax fails to load it", lib, p.Name)
-		}
-		out = append(out, got)
+		out = append(out, r)
 	}
 	return out, nil
+}
+
+// InspectPath inspects one plugin: a shared library, or a JSON plugin
+// config (a path ending in ".json", as JAX tells them apart) naming one.
+func InspectPath(ctx context.Context, path string, opts Options) (Report, error) {
+	return inspectEntry(ctx, "", path, strings.HasSuffix(path, ".json"), map[string]string{}, opts)
+}
+
+func inspectEntry(ctx context.Context, name, path string, config bool, seen map[string]string, opts Options) (Report, error) {
+	pre := Report{Name: name, Path: path, Kind: KindUnknown, Verdict: OK}
+	lib := path
+	if config {
+		pre.Config = path
+		c, err := ReadConfig(path)
+		if err != nil {
+			pre.Path = ""
+			pre.add(Fail, "config", "%v", err)
+			return pre, nil
+		}
+		lib = c.LibraryPath
+	}
+	if abs, err := filepath.Abs(lib); err == nil {
+		if first, dup := seen[abs]; dup {
+			pre.add(Warn, "config", "library %s is also plugin %q's: the same library registered twice under two names", lib, first)
+		} else {
+			seen[abs] = name
+		}
+	}
+	r, err := Inspect(ctx, lib, opts)
+	if err != nil {
+		return r, err
+	}
+	r.Name, r.Config = name, pre.Config
+	for _, f := range pre.Findings {
+		r.add(f.Severity, f.Check, "%s", f.Message)
+	}
+	return r, nil
 }
