@@ -26,8 +26,8 @@
 // with CGO_ENABLED=0. Loading is supported on linux and darwin, amd64 and
 // arm64; elsewhere Inspect returns ErrNotSupported.
 //
-// Struct layouts are transcribed from the headers' field order (layout.go
-// names the header revisions) and held against the C compiler's offsets in
-// the tests. Every exported function is safe for concurrent use; each
+// Struct layouts are transcribed from the headers' field order, at the
+// header revisions the module README lists, and held against the C
+// compiler's offsets in the tests. Every exported function is safe for concurrent use; each
 // Inspect runs its own child.
 package inspect

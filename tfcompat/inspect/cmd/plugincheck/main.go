@@ -70,6 +70,9 @@ func run(ctx context.Context, args []string, env string, stdout, stderr io.Write
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	opts.Preload = preload

@@ -58,6 +58,9 @@ func TestRun(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &reports); err != nil || len(reports) != 2 || reports[1].Verdict != inspect.Fail {
 		t.Errorf("JSON output %v: %s", err, out.String())
 	}
+	if code := run(context.Background(), []string{"-h"}, "", &out, &errb); code != 0 || !strings.Contains(errb.String(), "usage: plugincheck") {
+		t.Errorf("-h: exit %d, %q", code, errb.String())
+	}
 	for _, args := range [][]string{{"-framework", "zero"}, {"-tf", "two"}, {}} {
 		errb.Reset()
 		if code := run(context.Background(), args, "", &out, &errb); code != 2 || errb.Len() == 0 {
