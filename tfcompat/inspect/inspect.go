@@ -69,9 +69,6 @@ func Inspect(ctx context.Context, path string, opts Options) (Report, error) {
 	if err := ctx.Err(); err != nil {
 		return r, err
 	}
-	if !supported {
-		return r, ErrNotSupported
-	}
 	st, err := os.Stat(path)
 	if err != nil {
 		r.add(Fail, "file", "cannot read the plugin: %v", err)
@@ -80,6 +77,9 @@ func Inspect(ctx context.Context, path string, opts Options) (Report, error) {
 	if !st.Mode().IsRegular() {
 		r.add(Fail, "file", "%s is not a regular file (%s); a plugin is a shared library", path, st.Mode().Type())
 		return r, nil
+	}
+	if !supported {
+		return r, ErrNotSupported
 	}
 	exe := opts.Exe
 	if exe == "" {
