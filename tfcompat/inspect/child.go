@@ -131,6 +131,7 @@ func runChild(ctx context.Context, exe string, req request, timeout time.Duratio
 		return nil, ChildInfo{}, err
 	}
 	defer pr.Close()
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe)
@@ -165,6 +166,9 @@ func runChild(ctx context.Context, exe string, req request, timeout time.Duratio
 	}
 	if info.Signal == "" && info.ExitCode == 2 {
 		info.Signal = goSignal(info.Stderr)
+	}
+	if err := parent.Err(); err != nil {
+		return nil, info, err // the caller gave up; the plugin is not to blame
 	}
 	info.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
 	var res *childResult

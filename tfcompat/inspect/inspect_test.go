@@ -256,3 +256,19 @@ func TestInspectPlugins(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectCanceled: a caller's cancellation while the child runs is the
+// caller's error, not a verdict on the plugin.
+func TestInspectCanceled(t *testing.T) {
+	t.Parallel()
+	path := fixture(t, "pjrt_hang")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := Inspect(ctx, path, Options{Timeout: time.Minute}); err == nil {
+		t.Error("no error after the context ended")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %v", d)
+	}
+}

@@ -233,6 +233,7 @@ func judgeGraph(r *Report, res *childResult) {
 	for _, c := range g.Callbacks {
 		has[c] = true
 	}
+	before := len(r.Findings)
 	switch {
 	case res.DeviceTypeNull:
 		r.add(Fail, "graph.device_type", "TP_OptimizerRegistrationParams.device_type is NULL: the optimizer is registered for no device")
@@ -245,7 +246,7 @@ func judgeGraph(r *Report, res *childResult) {
 	if has["create_func"] && !has["destroy_func"] {
 		r.add(Fail, "graph.null", "TP_Optimizer.create_func is set but destroy_func is NULL: grappler.h requires destroy_func with create_func")
 	}
-	if len(r.Findings) > 0 && r.Findings[len(r.Findings)-1].Check != "graph.null" {
+	if len(r.Findings) == before {
 		r.add(OK, "graph", "graph optimizer registered for %q (%s)", g.DeviceType, strings.Join(g.Callbacks, ", "))
 	}
 }
