@@ -56,6 +56,10 @@ func (r *Results) WriteTable(w io.Writer) error {
 		}
 		quiet := 0
 		for _, row := range s.Rows {
+			if row.Skipped != "" {
+				t.add(tableLine{text: "  " + row.Case + ": SKIPPED: " + firstLine(row.Skipped)})
+				continue
+			}
 			if row.Ours.Median == 0 && row.Base == nil && row.Goal == "" {
 				quiet++
 				continue
@@ -100,7 +104,7 @@ func verdictWord(met *bool) string {
 
 // verdictText is the verdict: a headline (goals met, missed, not
 // measurable) and one line per goal missed or not measurable, per suite
-// failed or skipped, and the busy-machine warning.
+// failed or skipped, per case skipped, and the busy-machine warning.
 type verdictText struct {
 	Head  string
 	Lines []string
@@ -138,8 +142,14 @@ func (r *Results) verdict() verdictText {
 	for _, why := range reasons {
 		lines = append(lines, fmt.Sprintf("not measurable here, %s: %s", why, strings.Join(byReason[why], "; ")))
 	}
-	failed, skipped := 0, 0
+	failed, skipped, skippedCases := 0, 0, 0
 	for _, s := range r.Suites {
+		for _, row := range s.Rows {
+			if row.Skipped != "" {
+				skippedCases++
+				lines = append(lines, fmt.Sprintf("not measurable here: %s / %s and its goals: %s", s.Name, row.Case, firstLine(row.Skipped)))
+			}
+		}
 		switch {
 		case s.Error != "":
 			failed++
@@ -150,8 +160,13 @@ func (r *Results) verdict() verdictText {
 		}
 	}
 	head := fmt.Sprintf("verdict: %d goals met, %d missed, %d not measurable here", met, missed, len(r.Unmeasured))
-	if skipped > 0 {
+	switch {
+	case skipped > 0 && skippedCases > 0:
+		head += fmt.Sprintf(" (and suites skipped: %d, cases skipped: %d)", skipped, skippedCases)
+	case skipped > 0:
 		head += fmt.Sprintf(" (and suites skipped: %d)", skipped)
+	case skippedCases > 0:
+		head += fmt.Sprintf(" (and cases skipped: %d)", skippedCases)
 	}
 	if failed > 0 {
 		head += fmt.Sprintf("; %d suites failed", failed)
@@ -172,7 +187,7 @@ func (r *Results) writeVerdict(b *strings.Builder) {
 }
 
 // tableLine is a row of cells, or a line of text (a suite's name, a
-// skipped suite) printed as it is.
+// skipped suite or case) printed as it is.
 type tableLine struct {
 	cells [7]string
 	text  string
