@@ -113,6 +113,10 @@ type peerTarget struct {
 	goal        Goal
 }
 
+// gpuOnly says the goal is about a GPU's figures (the kernels suite's):
+// it is not judged on the sim, where unmeasuredGPUGoals lists it instead.
+func (t peerTarget) gpuOnly() bool { return t.suite == "kernels" }
+
 func targetFor(r peerRecord) (peerTarget, bool) {
 	switch {
 	case r.Peer == "torch" && r.Case == "device_pool":
@@ -176,7 +180,9 @@ func unmeasuredPeerGoals(res *report.Results, peersRan bool) []report.Unmeasured
 			ran = ran || s.Name == g.suite && s.Error == "" && s.Skipped == ""
 		}
 		row := findRow(res, g.suite, g.ours)
-		if !ran || row != nil && row.Peer {
+		// A case skipped here is in the verdict with its reason; a GPU's
+		// goal on the sim is in unmeasuredGPUGoals.
+		if !ran || row != nil && (row.Peer || row.Skipped != "") || g.gpuOnly() && res.Simulated {
 			continue
 		}
 		reason := g.against + " not run: it runs with -peers PYTHON (torch and cuda.core) on a CUDA machine"
@@ -211,6 +217,9 @@ func mergePeers(res *report.Results, recs []peerRecord) {
 		if ok {
 			row = findRow(res, t.suite, t.ours)
 		}
+		if row != nil && row.Skipped != "" {
+			row = nil // no figure of ours to set it beside
+		}
 		if row == nil {
 			c := r.Case
 			if r.Trace != "" {
@@ -231,7 +240,7 @@ func mergePeers(res *report.Results, recs []peerRecord) {
 		st := report.NewStat(v)
 		row.Base, row.BaseName, row.Peer = &st, label, true
 		row.ComputeRatio()
-		if !t.goal.IsZero() {
+		if !t.goal.IsZero() && !(t.gpuOnly() && res.Simulated) {
 			ok := t.goal.Met(*row)
 			row.Goal, row.GoalMet = t.goal.Text(row.Unit), &ok
 		}

@@ -370,6 +370,7 @@ func TestSkippedCase(t *testing.T) {
 	r.Suites = []Suite{{Name: "kernels", Title: "kernels", Rows: []Row{
 		{Case: "launch latency", Unit: "us/launch", Ours: NewStat(4)},
 		{Case: "cold compile", Unit: "ms/op", Skipped: "no NVRTC: libnvrtc.so.13 not found\nsecond line"},
+		{Case: "warm path", Unit: "us/op", Skipped: "no NVRTC: libnvrtc.so.13 not found\nsecond line"},
 	}}}
 	r.Unmeasured = nil
 	var buf bytes.Buffer
@@ -378,8 +379,9 @@ func TestSkippedCase(t *testing.T) {
 	}
 	out := buf.String()
 	for _, want := range []string{"  cold compile: SKIPPED: no NVRTC: libnvrtc.so.13 not found\n",
-		"verdict: 0 goals met, 0 missed, 0 not measurable here (and cases skipped: 1)",
-		"not measurable here: kernels / cold compile and its goals: no NVRTC: libnvrtc.so.13 not found"} {
+		"  warm path: SKIPPED, as above\n",
+		"verdict: 0 goals met, 0 missed, 0 not measurable here (and cases skipped: 2)",
+		"not measurable here: kernels / cold compile; kernels / warm path and their goals: no NVRTC: libnvrtc.so.13 not found"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

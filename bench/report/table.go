@@ -54,10 +54,15 @@ func (r *Results) WriteTable(w io.Writer) error {
 			t.add(tableLine{text: "  SKIPPED: " + firstLine(s.Skipped)})
 			continue
 		}
-		quiet := 0
+		quiet, lastSkip := 0, ""
 		for _, row := range s.Rows {
 			if row.Skipped != "" {
-				t.add(tableLine{text: "  " + row.Case + ": SKIPPED: " + firstLine(row.Skipped)})
+				why := ": SKIPPED: " + firstLine(row.Skipped)
+				if row.Skipped == lastSkip {
+					why = ": SKIPPED, as above"
+				}
+				t.add(tableLine{text: "  " + row.Case + why})
+				lastSkip = row.Skipped
 				continue
 			}
 			if row.Ours.Median == 0 && row.Base == nil && row.Goal == "" {
@@ -142,14 +147,25 @@ func (r *Results) verdict() verdictText {
 	for _, why := range reasons {
 		lines = append(lines, fmt.Sprintf("not measurable here, %s: %s", why, strings.Join(byReason[why], "; ")))
 	}
-	failed, skipped, skippedCases := 0, 0, 0
+	// One line per reason: the cases skipped while their suites ran.
+	skippedCases := 0
+	reasons, byReason = nil, map[string][]string{}
 	for _, s := range r.Suites {
 		for _, row := range s.Rows {
-			if row.Skipped != "" {
+			if why := firstLine(row.Skipped); why != "" {
 				skippedCases++
-				lines = append(lines, fmt.Sprintf("not measurable here: %s / %s and its goals: %s", s.Name, row.Case, firstLine(row.Skipped)))
+				if _, ok := byReason[why]; !ok {
+					reasons = append(reasons, why)
+				}
+				byReason[why] = append(byReason[why], s.Name+" / "+row.Case)
 			}
 		}
+	}
+	for _, why := range reasons {
+		lines = append(lines, fmt.Sprintf("not measurable here: %s and their goals: %s", strings.Join(byReason[why], "; "), why))
+	}
+	failed, skipped := 0, 0
+	for _, s := range r.Suites {
 		switch {
 		case s.Error != "":
 			failed++
