@@ -160,7 +160,9 @@ func TestKernelsGoalsOffTheSim(t *testing.T) {
 	}
 	t.Setenv(nvrtc.EnvLibrary, filepath.Join(t.TempDir(), "libnvrtc.so.none"))
 	raws := 0
-	defer func(f func(driver.Kernel, driver.Stream, driver.LaunchConfig, *driver.Args, int) error) { rawLaunchLoop = f }(rawLaunchLoop)
+	defer func(f func(driver.Kernel, driver.Stream, driver.LaunchConfig, *driver.Args, int) error) {
+		rawLaunchLoop = f
+	}(rawLaunchLoop)
 	rawLaunchLoop = func(k driver.Kernel, s driver.Stream, cfg driver.LaunchConfig, args *driver.Args, n int) error {
 		raws += n
 		for range n {
