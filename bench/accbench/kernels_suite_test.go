@@ -236,3 +236,32 @@ func TestKernelsUnmeasured(t *testing.T) {
 		t.Errorf("cuda.RawLaunchLoop of no kernel = %v; want a refusal (the suite reads it as no baseline)", err)
 	}
 }
+
+// TestKernelsPeerMerge: cuda.core's warm path joins our row with its goal
+// off the sim and the path it ran in the notes; on the sim it joins
+// without a goal (a GPU's), and a skipped warm path takes no peer figure.
+func TestKernelsPeerMerge(t *testing.T) {
+	rec := peerRecord{Peer: "cuda.core", Version: "1.2.0", Case: "kernels_warm_path", Value: 90, Unit: "us/op",
+		Path: "make_program_cache_key + cache.get + ObjectCode.from_cubin"}
+	for _, simulated := range []bool{false, true} {
+		res := &report.Results{Simulated: simulated, Suites: []report.Suite{{Name: "kernels", Rows: []report.Row{
+			{Case: kernelsWarmCase, Unit: "us/op", Ours: report.NewStat(30)}}}}}
+		mergePeers(res, []peerRecord{rec})
+		row := res.Suites[0].Rows[0]
+		if row.Base == nil || row.Ratio != 3 || !row.Peer || (row.GoalMet != nil) == simulated {
+			t.Errorf("simulated %v: merged row %+v; want cuda.core's figure beside ours, the goal judged off the sim only", simulated, row)
+		}
+		if !simulated && (row.Goal != ">= 2x" || !*row.GoalMet) {
+			t.Errorf("goal %q met %v; want >= 2x met", row.Goal, row.GoalMet)
+		}
+		if notes := strings.Join(res.Suites[0].Notes, "\n"); !strings.Contains(notes, rec.Path) {
+			t.Errorf("notes %q do not say which path cuda.core ran", notes)
+		}
+	}
+	res := &report.Results{Suites: []report.Suite{{Name: "kernels", Rows: []report.Row{
+		{Case: kernelsWarmCase, Unit: "us/op", Skipped: "no NVRTC: none"}}}}}
+	mergePeers(res, []peerRecord{rec})
+	if row := res.Suites[0].Rows[0]; row.Base != nil || row.Goal != "" || len(res.Suites) != 2 || len(res.Suites[1].Rows) != 1 {
+		t.Errorf("a skipped warm path took the peer figure: %+v; peers suite %+v", row, res.Suites[1:])
+	}
+}

@@ -30,6 +30,10 @@ type peerRecord struct {
 	Config  string  `json:"config"`
 	Ratio   float64 `json:"ratio"`
 	Error   string  `json:"error"`
+	// Path names the way the peer did it where it has more than one
+	// (cudacore_kernels.py: Program.compile(cache=), or the key and cache
+	// lookup of an older cuda.core); the suite's notes say which.
+	Path string `json:"path"`
 }
 
 // runPeers writes the embedded harnesses to out/peers, runs them with
@@ -239,6 +243,13 @@ func mergePeers(res *report.Results, recs []peerRecord) {
 		}
 		st := report.NewStat(v)
 		row.Base, row.BaseName, row.Peer = &st, label, true
+		if r.Path != "" {
+			for i := range res.Suites {
+				if res.Suites[i].Name == t.suite {
+					res.Suites[i].Notes = append(res.Suites[i].Notes, fmt.Sprintf("%s beside %q: %s", label, row.Case, r.Path))
+				}
+			}
+		}
 		row.ComputeRatio()
 		if !t.goal.IsZero() && !(t.gpuOnly() && res.Simulated) {
 			ok := t.goal.Met(*row)
