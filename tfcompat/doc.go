@@ -11,12 +11,15 @@
 //     CheckSE);
 //   - PJRT C API version rules (CheckPJRT) and the
 //     PJRT_NAMES_AND_LIBRARY_PATHS format (ParsePluginPaths);
+//   - the struct_size rule the PJRT and StreamExecutor C APIs share: a
+//     struct may be larger than its reader knows, never smaller
+//     (CheckStructSize);
 //   - detection of an installed TensorFlow build in a site-packages
 //     directory (DetectTF).
 //
 // Every exported function is safe for concurrent use. All exported types
 // (Version, Range, CompatMatrix, MatrixEntry, SEFeatures, APIVersion,
-// Plugin, PluginPathError, Metadata, Install) are plain values, safe for
+// Plugin, PluginPathError, StructSizeError, Metadata, Install) are plain values, safe for
 // concurrent reads. The exported variables (Supported, Recommended,
 // TFBuilds) are read-only by convention; the package writes no global state.
 package tfcompat

@@ -56,6 +56,10 @@ type Measurement struct {
 	HigherBetter bool
 	// Goal is judged on the aggregated row; the zero Goal is none.
 	Goal Goal
+	// Skipped says why this case cannot run here while the rest of the
+	// suite can ("no NVRTC: ..."); the measurement has no figures then,
+	// and the table names the case with the reason.
+	Skipped string
 }
 
 // Output is one repetition of a suite.
@@ -256,7 +260,7 @@ func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int 
 		}
 	}
 	res.Seconds = time.Since(start).Seconds()
-	res.Unmeasured = unmeasuredPeerGoals(res, *peers != "")
+	res.Unmeasured = append(unmeasuredPeerGoals(res, *peers != ""), unmeasuredGPUGoals(res)...)
 	recordLoad(&res.Load, extra.loadavg, warn)
 	if err := writeOutputs(res, od); err != nil {
 		fmt.Fprintln(stderr, "accbench:", err)
@@ -330,12 +334,17 @@ func aggregate(outs []Output) []report.Row {
 	ours := map[string][]float64{}
 	base := map[string][]float64{}
 	goals := map[string]Goal{}
+	skipped := map[string]string{}
 	for _, o := range outs {
 		for _, m := range o.Measurements {
 			if _, ok := index[m.Case]; !ok {
 				index[m.Case] = len(rows)
 				rows = append(rows, report.Row{Case: m.Case, Unit: m.Unit, BaseName: m.BaseName, HigherBetter: m.HigherBetter})
 				goals[m.Case] = m.Goal
+			}
+			if m.Skipped != "" {
+				skipped[m.Case] = m.Skipped
+				continue
 			}
 			ours[m.Case] = append(ours[m.Case], m.Ours)
 			if m.Base != 0 {
@@ -345,6 +354,10 @@ func aggregate(outs []Output) []report.Row {
 	}
 	for i := range rows {
 		r := &rows[i]
+		if len(ours[r.Case]) == 0 { // skipped in every repetition
+			r.Skipped = skipped[r.Case]
+			continue
+		}
 		r.Ours = report.NewStat(ours[r.Case]...)
 		if b := base[r.Case]; len(b) > 0 {
 			st := report.NewStat(b...)

@@ -30,6 +30,10 @@ type peerRecord struct {
 	Config  string  `json:"config"`
 	Ratio   float64 `json:"ratio"`
 	Error   string  `json:"error"`
+	// Path names the way the peer did it where it has more than one
+	// (cudacore_kernels.py: Program.compile(cache=), or the key and cache
+	// lookup of an older cuda.core); the suite's notes say which.
+	Path string `json:"path"`
 }
 
 // runPeers writes the embedded harnesses to out/peers, runs them with
@@ -113,6 +117,10 @@ type peerTarget struct {
 	goal        Goal
 }
 
+// gpuOnly says the goal is about a GPU's figures (the kernels suite's):
+// it is not judged on the sim, where unmeasuredGPUGoals lists it instead.
+func (t peerTarget) gpuOnly() bool { return t.suite == "kernels" }
+
 func targetFor(r peerRecord) (peerTarget, bool) {
 	switch {
 	case r.Peer == "torch" && r.Case == "device_pool":
@@ -176,7 +184,9 @@ func unmeasuredPeerGoals(res *report.Results, peersRan bool) []report.Unmeasured
 			ran = ran || s.Name == g.suite && s.Error == "" && s.Skipped == ""
 		}
 		row := findRow(res, g.suite, g.ours)
-		if !ran || row != nil && row.Peer {
+		// A case skipped here is in the verdict with its reason; a GPU's
+		// goal on the sim is in unmeasuredGPUGoals.
+		if !ran || row != nil && (row.Peer || row.Skipped != "") || g.gpuOnly() && res.Simulated {
 			continue
 		}
 		reason := g.against + " not run: it runs with -peers PYTHON (torch and cuda.core) on a CUDA machine"
@@ -211,6 +221,9 @@ func mergePeers(res *report.Results, recs []peerRecord) {
 		if ok {
 			row = findRow(res, t.suite, t.ours)
 		}
+		if row != nil && row.Skipped != "" {
+			row = nil // no figure of ours to set it beside
+		}
 		if row == nil {
 			c := r.Case
 			if r.Trace != "" {
@@ -230,8 +243,15 @@ func mergePeers(res *report.Results, recs []peerRecord) {
 		}
 		st := report.NewStat(v)
 		row.Base, row.BaseName, row.Peer = &st, label, true
+		if r.Path != "" {
+			for i := range res.Suites {
+				if res.Suites[i].Name == t.suite {
+					res.Suites[i].Notes = append(res.Suites[i].Notes, fmt.Sprintf("%s beside %q: %s", label, row.Case, r.Path))
+				}
+			}
+		}
 		row.ComputeRatio()
-		if !t.goal.IsZero() {
+		if !t.goal.IsZero() && !(t.gpuOnly() && res.Simulated) {
 			ok := t.goal.Met(*row)
 			row.Goal, row.GoalMet = t.goal.Text(row.Unit), &ok
 		}

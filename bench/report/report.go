@@ -170,6 +170,10 @@ type Row struct {
 	Goal    string `json:"goal,omitempty"`
 	GoalMet *bool  `json:"goal_met,omitempty"`
 	Peer    bool   `json:"peer,omitempty"` // the baseline came from a peer harness (bench/peers)
+	// Skipped says why this case did not run on this machine while the
+	// rest of its suite did (a library it needs is missing, and how to
+	// get it): no figures, and not a failure.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // Stat summarises repeated measurements of one figure.

@@ -361,3 +361,46 @@ func sectionOf(dom, name string) string {
 	}
 	return rest
 }
+
+// TestSkippedCase: a case that did not run while its suite did is named
+// in the table, the verdict and the HTML with the reason, is neither a
+// quiet zero nor a figure, and survives results.json.
+func TestSkippedCase(t *testing.T) {
+	r := sample()
+	r.Suites = []Suite{{Name: "kernels", Title: "kernels", Rows: []Row{
+		{Case: "launch latency", Unit: "us/launch", Ours: NewStat(4)},
+		{Case: "cold compile", Unit: "ms/op", Skipped: "no NVRTC: libnvrtc.so.13 not found\nsecond line"},
+		{Case: "warm path", Unit: "us/op", Skipped: "no NVRTC: libnvrtc.so.13 not found\nsecond line"},
+	}}}
+	r.Unmeasured = nil
+	var buf bytes.Buffer
+	if err := r.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"  cold compile: SKIPPED: no NVRTC: libnvrtc.so.13 not found\n",
+		"  warm path: SKIPPED, as above\n",
+		"verdict: 0 goals met, 0 missed, 0 not measurable here (and cases skipped: 2)",
+		"not measurable here: kernels / cold compile; kernels / warm path and their goals: no NVRTC: libnvrtc.so.13 not found"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "more figures are 0") || strings.Contains(out, "second line") {
+		t.Errorf("the skipped case is counted as a zero figure or prints its reason past the first line:\n%s", out)
+	}
+	if h := string(mustHTML(t, r)); !strings.Contains(h, `<td class="skip" colspan="5">Skipped: no NVRTC: libnvrtc.so.13 not found`) {
+		t.Errorf("the HTML does not say why the case was skipped:\n%s", h)
+	}
+	buf.Reset()
+	if err := r.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadJSON(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Suites[0].Rows[1].Skipped; got != r.Suites[0].Rows[1].Skipped {
+		t.Errorf("results.json keeps Skipped %q; want %q", got, r.Suites[0].Rows[1].Skipped)
+	}
+}

@@ -54,8 +54,17 @@ func (r *Results) WriteTable(w io.Writer) error {
 			t.add(tableLine{text: "  SKIPPED: " + firstLine(s.Skipped)})
 			continue
 		}
-		quiet := 0
+		quiet, lastSkip := 0, ""
 		for _, row := range s.Rows {
+			if row.Skipped != "" {
+				why := ": SKIPPED: " + firstLine(row.Skipped)
+				if row.Skipped == lastSkip {
+					why = ": SKIPPED, as above"
+				}
+				t.add(tableLine{text: "  " + row.Case + why})
+				lastSkip = row.Skipped
+				continue
+			}
 			if row.Ours.Median == 0 && row.Base == nil && row.Goal == "" {
 				quiet++
 				continue
@@ -100,7 +109,7 @@ func verdictWord(met *bool) string {
 
 // verdictText is the verdict: a headline (goals met, missed, not
 // measurable) and one line per goal missed or not measurable, per suite
-// failed or skipped, and the busy-machine warning.
+// failed or skipped, per case skipped, and the busy-machine warning.
 type verdictText struct {
 	Head  string
 	Lines []string
@@ -138,6 +147,23 @@ func (r *Results) verdict() verdictText {
 	for _, why := range reasons {
 		lines = append(lines, fmt.Sprintf("not measurable here, %s: %s", why, strings.Join(byReason[why], "; ")))
 	}
+	// One line per reason: the cases skipped while their suites ran.
+	skippedCases := 0
+	reasons, byReason = nil, map[string][]string{}
+	for _, s := range r.Suites {
+		for _, row := range s.Rows {
+			if why := firstLine(row.Skipped); why != "" {
+				skippedCases++
+				if _, ok := byReason[why]; !ok {
+					reasons = append(reasons, why)
+				}
+				byReason[why] = append(byReason[why], s.Name+" / "+row.Case)
+			}
+		}
+	}
+	for _, why := range reasons {
+		lines = append(lines, fmt.Sprintf("not measurable here: %s and their goals: %s", strings.Join(byReason[why], "; "), why))
+	}
 	failed, skipped := 0, 0
 	for _, s := range r.Suites {
 		switch {
@@ -150,8 +176,13 @@ func (r *Results) verdict() verdictText {
 		}
 	}
 	head := fmt.Sprintf("verdict: %d goals met, %d missed, %d not measurable here", met, missed, len(r.Unmeasured))
-	if skipped > 0 {
+	switch {
+	case skipped > 0 && skippedCases > 0:
+		head += fmt.Sprintf(" (and suites skipped: %d, cases skipped: %d)", skipped, skippedCases)
+	case skipped > 0:
 		head += fmt.Sprintf(" (and suites skipped: %d)", skipped)
+	case skippedCases > 0:
+		head += fmt.Sprintf(" (and cases skipped: %d)", skippedCases)
 	}
 	if failed > 0 {
 		head += fmt.Sprintf("; %d suites failed", failed)
@@ -172,7 +203,7 @@ func (r *Results) writeVerdict(b *strings.Builder) {
 }
 
 // tableLine is a row of cells, or a line of text (a suite's name, a
-// skipped suite) printed as it is.
+// skipped suite or case) printed as it is.
 type tableLine struct {
 	cells [7]string
 	text  string

@@ -224,7 +224,6 @@ func benchLaunch(b *testing.B, drv *cudaDriver) {
 		b.Fatal(err)
 	}
 	defer s.Destroy()
-	st := s.(*stream)
 	cfg := driver.LaunchConfig{Grid: driver.Dim3{X: 1}, Block: driver.Dim3{X: 32}}
 	args := new(driver.Args)
 	b.ReportAllocs()
@@ -241,7 +240,7 @@ func benchLaunch(b *testing.B, drv *cudaDriver) {
 	}
 	n := max(b.N, 100)
 	start := time.Now()
-	if err := k.rawLaunchLoop(n, 1, 32, st, args); err != nil {
+	if err := RawLaunchLoop(k, s, cfg, args, n); err != nil {
 		b.Fatal(err)
 	}
 	if err := s.Synchronize(); err != nil {

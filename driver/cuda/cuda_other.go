@@ -24,4 +24,11 @@ func Open(dsn string) (driver.Driver, error) { return nil, errNoCgo }
 // (to sim, when registered) and names the reason.
 func probe(dsn string) error { return errNoCgo }
 
+// RawLaunchLoop reports that this build has no CUDA backend; with cgo on
+// Linux it launches k n times in one C loop, the baseline benchmarks set
+// beside Kernel.Launch. The error wraps driver.ErrNotSupported.
+func RawLaunchLoop(k driver.Kernel, s driver.Stream, cfg driver.LaunchConfig, args *driver.Args, n int) error {
+	return errNoCgo
+}
+
 var errNoCgo = fmt.Errorf("cuda backend built without cgo; rebuild with CGO_ENABLED=1 on linux: %w", driver.ErrNotSupported)

@@ -704,3 +704,92 @@ func TestLaunchDoesNotAllocate(t *testing.T) {
 		t.Errorf("Launch allocates %v times per call; want 0", allocs)
 	}
 }
+
+// foreignKernel is a driver.Kernel of no backend: RawLaunchLoop refuses it.
+type foreignKernel struct{ driver.Kernel }
+
+// TestRawLaunchLoop: the exported baseline loop launches n times in order
+// on the stream with the arguments given, checks them once as Launch
+// does, refuses what is not this backend's before the driver sees it, and
+// stops at the first launch the driver refuses.
+func TestRawLaunchLoop(t *testing.T) {
+	l := fakecuda.Build(t, nil)
+	drv := openFake(t, l)
+	d := drv.devs[0]
+	m := loadKernels(t, launcher(t, drv, 0), kernelPTX)
+	scale := kernelOf(t, m, "accelkit_scale")
+	x := upload(t, d, []float32{1, 2, 3, 4, 5})
+	s, err := d.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	args := mustArgs(t, x, float32(2), int32(4))
+	before := l.Counter("cuLaunchKernel")
+	if err := RawLaunchLoop(scale, s, grid1D(4), args, 3); err != nil {
+		t.Fatalf("RawLaunchLoop = %v", err)
+	}
+	if err := RawLaunchLoop(scale, nil, grid1D(4), args, 0); err != nil {
+		t.Fatalf("RawLaunchLoop of no launches on the default stream = %v", err)
+	}
+	if err := s.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.Counter("cuLaunchKernel") - before; n != 3 {
+		t.Errorf("%d cuLaunchKernel calls; want 3", n)
+	}
+	if got, want := download(t, d, x, 5), []float32{8, 16, 24, 32, 5}; !slices.Equal(got, want) {
+		t.Errorf("x = %v after three launches of scale by 2 over 4 elements; want %v", got, want)
+	}
+
+	other, err := drv.devs[1].NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Destroy()
+	tests := []struct {
+		name   string
+		k      driver.Kernel
+		s      driver.Stream
+		cfg    driver.LaunchConfig
+		args   *driver.Args
+		n      int
+		want   string
+		driver bool // refused by the driver, not before
+	}{
+		{"nil kernel", nil, nil, grid1D(4), args, 1, "not a kernel of the cuda backend", false},
+		{"nil *kernel", (*kernel)(nil), nil, grid1D(4), args, 1, "not a kernel of the cuda backend", false},
+		{"foreign kernel", foreignKernel{}, nil, grid1D(4), args, 1, "not a kernel of the cuda backend", false},
+		{"stream of another device", scale, other, grid1D(4), args, 1, "", false},
+		{"negative n", scale, s, grid1D(4), args, -1, "-1 launches; want n >= 0", false},
+		{"argument sizes", scale, s, grid1D(4), mustArgs(t, x, float64(2), int32(4)), 1, "argument 1 is 8 bytes", false},
+		{"block z beyond 64", scale, s, driver.LaunchConfig{Block: driver.Dim3{X: 1, Y: 1, Z: 128}}, args, 5, "CUDA_ERROR_INVALID_VALUE", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := l.Counter("cuLaunchKernel")
+			err := RawLaunchLoop(tc.k, tc.s, tc.cfg, tc.args, tc.n)
+			if !errors.Is(err, driver.ErrInvalidValue) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("RawLaunchLoop = %v; want ErrInvalidValue saying %q", err, tc.want)
+			}
+			calls := l.Counter("cuLaunchKernel") - before
+			if want := map[bool]int64{true: 1, false: 0}[tc.driver]; calls != want {
+				t.Errorf("%d cuLaunchKernel calls; want %d (the driver reached only where it refuses, and the loop stops there)", calls, want)
+			}
+		})
+	}
+
+	if err := m.Unload(); err != nil {
+		t.Fatal(err)
+	}
+	before = l.Counter("cuLaunchKernel")
+	if err := RawLaunchLoop(scale, s, grid1D(4), args, 2); !errors.Is(err, driver.ErrInvalidValue) || !strings.Contains(err.Error(), "unloaded") {
+		t.Errorf("RawLaunchLoop after Unload = %v; want ErrInvalidValue saying the module was unloaded", err)
+	}
+	if l.Counter("cuLaunchKernel") != before {
+		t.Error("a loop after Unload reached the driver")
+	}
+	if _, _, err := d.MemInfo(); err != nil {
+		t.Errorf("the device after the refusals: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ package cuda
 import "C"
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/accelkit/accelkit/driver"
@@ -40,22 +41,55 @@ func (d *device) rawLoop(op rawOp, n int, e *event, s *stream, size uint64) erro
 	return d.result("raw loop", C.ak_raw_loop(d.l, d.ctx, C.int(op), C.long(n), eh, sh, C.size_t(size)))
 }
 
-// rawLaunchLoop makes n cuLaunchKernel calls of k on s (nil: the default
-// stream) with args in one cgo call, after one context step and one
-// kernelParams build: what a C program's launch loop costs, the baseline
-// of the launch benchmark.
-func (k *kernel) rawLaunchLoop(n int, grid, block uint32, s *stream, args *driver.Args) error {
-	d := k.m.d
+// RawLaunchLoop launches k n times on s (nil: the device's default
+// stream) with cfg and args as a C program's loop of cuLaunchKernel calls
+// does: one cgo call, one context step and one kernelParams array for all
+// n. It is the baseline that benchmarks set beside Kernel.Launch, which
+// pays a checked cgo call per launch; programs launch with Kernel.Launch.
+//
+// cfg and args are checked once, as Launch checks them. A kernel that is
+// not this backend's, a stream of another device or backend, n < 0 and a
+// kernel whose module was unloaded are refused before any launch with an
+// error wrapping driver.ErrInvalidValue. The loop stops at the first
+// launch the driver refuses and returns its error (mapped as Launch's);
+// the launches before it stay queued. Module.Unload waits for a loop in
+// progress to finish queueing.
+func RawLaunchLoop(k driver.Kernel, s driver.Stream, cfg driver.LaunchConfig, args *driver.Args, n int) error {
+	kk, ok := k.(*kernel)
+	if !ok || kk == nil {
+		return fmt.Errorf("cuda: RawLaunchLoop: kernel %T is not a kernel of the cuda backend (load it with this backend's LoadModule): %w", k, driver.ErrInvalidValue)
+	}
+	d := kk.m.d
+	if n < 0 {
+		return fmt.Errorf("cuda device %d: RawLaunchLoop of %s: %d launches; want n >= 0: %w", d.ordinal, kk.name, n, driver.ErrInvalidValue)
+	}
+	st, err := d.stream(s, "RawLaunchLoop")
+	if err != nil {
+		return err
+	}
+	if err := driver.CheckLaunch(kk.name, cfg, args, kk.params, kk.paramsOK, d.maxBlock, d.maxShared); err != nil {
+		return err
+	}
 	buf, offs, _ := args.Buffer()
+	if len(offs) > maxParams {
+		return fmt.Errorf("cuda device %d: RawLaunchLoop of %s: %d arguments; a launch passes at most %d: %w", d.ordinal, kk.name, len(offs), maxParams, driver.ErrInvalidValue)
+	}
 	var pbuf *C.uchar
 	var poffs *C.uint
 	if len(offs) > 0 {
 		pbuf = (*C.uchar)(unsafe.Pointer(unsafe.SliceData(buf)))
 		poffs = (*C.uint)(unsafe.Pointer(unsafe.SliceData(offs)))
 	}
-	var sh C.CUstream
-	if s != nil {
-		sh = s.h
+	g, b := cfg.Grid.Norm(), cfg.Block.Norm()
+	kk.m.mu.RLock()
+	defer kk.m.mu.RUnlock()
+	if kk.m.unloaded {
+		return kk.m.unloadedError("RawLaunchLoop of " + kk.name)
 	}
-	return d.result("raw launch loop", C.ak_raw_launch_loop(d.l, d.ctx, k.f, C.long(n), C.uint(grid), C.uint(block), sh, pbuf, poffs, C.int(len(offs))))
+	r := C.ak_raw_launch_loop(d.l, d.ctx, kk.f, C.long(n), C.uint(g.X), C.uint(g.Y), C.uint(g.Z), C.uint(b.X), C.uint(b.Y), C.uint(b.Z),
+		C.uint(cfg.SharedMem), st.h, pbuf, poffs, C.int(len(offs)))
+	if r != 0 {
+		return fmt.Errorf("cuda device %d: RawLaunchLoop of %s (grid %s, block %s): %w", d.ordinal, kk.name, cfg.Grid, cfg.Block, d.result("cuLaunchKernel", r))
+	}
+	return nil
 }

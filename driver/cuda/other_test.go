@@ -39,3 +39,10 @@ func TestAutoWithoutCgo(t *testing.T) {
 		t.Errorf("Open(auto) opened %s; want sim, past cuda", drv.Name())
 	}
 }
+
+func TestRawLaunchLoopWithoutCgo(t *testing.T) {
+	cfg := driver.LaunchConfig{Grid: driver.Dim3{X: 1}, Block: driver.Dim3{X: 1}}
+	if err := RawLaunchLoop(nil, nil, cfg, nil, 1); !errors.Is(err, driver.ErrNotSupported) || !strings.Contains(err.Error(), "built without cgo") {
+		t.Errorf("RawLaunchLoop = %v; want ErrNotSupported saying the backend was built without cgo", err)
+	}
+}

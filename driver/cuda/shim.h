@@ -571,18 +571,21 @@ AK_FUNC CUresult ak_launch(const ak_lib *l, CUcontext c, CUfunction f,
 	return AK_FN(l, cuLaunchKernel)(f, gx, gy, gz, bx, by, bz, shared, s, n > 0 ? params : NULL, NULL);
 }
 
-/* ak_raw_launch_loop is the baseline of the launch benchmark: count
- * cuLaunchKernel calls of f with the same arguments, after one context
- * step and one kernelParams build, as a C program's launch loop. */
+/* ak_raw_launch_loop is the baseline of the launch benchmarks: count
+ * cuLaunchKernel calls of f with the same configuration and arguments,
+ * after one context step and one kernelParams build, as a C program's
+ * launch loop. */
 AK_FUNC CUresult ak_raw_launch_loop(const ak_lib *l, CUcontext c, CUfunction f, long count,
-                                    unsigned int gx, unsigned int bx, CUstream s,
+                                    unsigned int gx, unsigned int gy, unsigned int gz,
+                                    unsigned int bx, unsigned int by, unsigned int bz,
+                                    unsigned int shared, CUstream s,
                                     const unsigned char *buf, const unsigned int *offs, int n) {
 	void *params[AK_MAX_PARAMS];
 	if (n < 0 || n > AK_MAX_PARAMS) return 1;
 	AK_USE(l, c);
 	for (int i = 0; i < n; i++) params[i] = (void *)(buf + offs[i]);
 	for (long i = 0; i < count; i++) {
-		CUresult r = AK_FN(l, cuLaunchKernel)(f, gx, 1, 1, bx, 1, 1, 0, s, n > 0 ? params : NULL, NULL);
+		CUresult r = AK_FN(l, cuLaunchKernel)(f, gx, gy, gz, bx, by, bz, shared, s, n > 0 ? params : NULL, NULL);
 		if (r != 0) return r;
 	}
 	return 0;
