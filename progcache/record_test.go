@@ -30,7 +30,10 @@ func TestRecordRoundTrip(t *testing.T) {
 	}{
 		{"crc32c", RecordOptions{}},
 		{"blake2b mac", RecordOptions{MACKey: bytes.Repeat([]byte{7}, 32), Digest: DigestBlake2b256}},
-		{"hmac-sha256", RecordOptions{MACKey: bytes.Repeat([]byte{7}, 16)}},
+		{"hmac-sha256", RecordOptions{MACKey: bytes.Repeat([]byte{7}, 16), MAC: MACHash}},
+		{"hmac-sha256 by digest", RecordOptions{MACKey: bytes.Repeat([]byte{7}, 16), Digest: DigestSHA256}},
+		{"gmac default", RecordOptions{MACKey: bytes.Repeat([]byte{7}, 16)}},
+		{"gmac", RecordOptions{MACKey: bytes.Repeat([]byte{7}, 64), MAC: MACGMAC}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, obj := range []Object{sampleObject(), {}, {Kind: "ptx", Code: []byte{}}} {
@@ -45,6 +48,9 @@ func TestRecordRoundTrip(t *testing.T) {
 				if err != nil || k != key || !got.Equal(obj) {
 					t.Fatalf("round trip: key %v obj %+v err %v", k, got, err)
 				}
+				if err := CheckRecordHeader(b[:RecordHeaderSize], tc.opt); err != nil {
+					t.Fatalf("CheckRecordHeader: %v", err)
+				}
 			}
 		})
 	}
@@ -52,9 +58,11 @@ func TestRecordRoundTrip(t *testing.T) {
 
 func TestRecordRejects(t *testing.T) {
 	key := Key{9}
-	mac := RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32)}
+	mac := RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32), MAC: MACHash}
+	gmac := RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32)}
 	good, _ := EncodeRecord(key, sampleObject(), RecordOptions{})
 	goodMAC, _ := EncodeRecord(key, sampleObject(), mac)
+	goodGMAC, _ := EncodeRecord(key, sampleObject(), gmac)
 	cases := []struct {
 		name string
 		b    []byte
@@ -69,6 +77,16 @@ func TestRecordRejects(t *testing.T) {
 		{"unknown check kind", mut(good, func(b []byte) { b[5] = 9 }), RecordOptions{}},
 		{"mac bit flip", mut(goodMAC, func(b []byte) { b[len(b)-40] ^= 1 }), mac},
 		{"mac key id on a crc record", mut(good, func(b []byte) { b[6] = 1 }), RecordOptions{}},
+		{"gmac code bit flip", mut(goodGMAC, func(b []byte) { b[len(b)-40] ^= 1 }), gmac},
+		{"gmac nonce bit flip", mut(goodGMAC, func(b []byte) { b[RecordHeaderSize+5] ^= 1 }), gmac},
+		{"gmac stored key bit flip", mut(goodGMAC, func(b []byte) { b[RecordHeaderSize-1] ^= 1 }), gmac},
+		{"gmac tag bit flip", mut(goodGMAC, func(b []byte) { b[len(b)-1] ^= 0x80 }), gmac},
+		{"gmac truncated", goodGMAC[:len(goodGMAC)-1], gmac},
+		{"gmac header and nonce only", goodGMAC[:RecordHeaderSize+gmacNonceSize+gmacTagSize-1], gmac},
+		// A version 3 record with a version 2 check kind, and the
+		// reverse: damage, not another configuration.
+		{"version 3 with an HMAC check kind", mut(goodGMAC, func(b []byte) { b[5] = checkHMACSHA256 }), gmac},
+		{"version 2 with the GMAC check kind", mut(goodMAC, func(b []byte) { b[5] = checkGMAC }), mac},
 		{"foreign", []byte("#!/bin/sh\necho hello, this is not a cache entry at all\n"), RecordOptions{}},
 	}
 	for _, tc := range cases {
@@ -87,7 +105,10 @@ func TestRecordRejects(t *testing.T) {
 func TestRecordUnreadable(t *testing.T) {
 	key := Key{9}
 	mac := RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32), Digest: DigestBlake2b256}
-	hmacSHA := RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32)}
+	hmacSHA := RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32), MAC: MACHash}
+	gmac := RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32)}
+	goodGMAC, _ := EncodeRecord(key, sampleObject(), gmac)
+	otherGMAC, _ := EncodeRecord(key, sampleObject(), RecordOptions{MACKey: bytes.Repeat([]byte{2}, 32)})
 	good, _ := EncodeRecord(key, sampleObject(), RecordOptions{})
 	goodMAC, _ := EncodeRecord(key, sampleObject(), mac)
 	otherMAC, _ := EncodeRecord(key, sampleObject(), RecordOptions{MACKey: bytes.Repeat([]byte{2}, 32), Digest: DigestBlake2b256})
@@ -101,6 +122,12 @@ func TestRecordUnreadable(t *testing.T) {
 		{"keyed in unkeyed cache", "sealed with a blake2b MAC", goodMAC, RecordOptions{}},
 		{"blake2b in HMAC-SHA-256 cache", "sealed with a blake2b MAC", goodMAC, hmacSHA},
 		{"other MAC key", "another MAC key", otherMAC, mac},
+		{"gmac in unkeyed cache", "sealed with an AES-GMAC MAC", goodGMAC, RecordOptions{}},
+		{"blake2b in default (gmac) cache", "sealed with a blake2b MAC", goodMAC, gmac},
+		{"unkeyed in gmac cache", "sealed with CRC-32C", good, gmac},
+		{"gmac under another MAC key", "another MAC key", otherGMAC, gmac},
+		{"gmac under another MAC key, hmac cache", "another MAC key", otherGMAC, hmacSHA},
+		{"a later record version", "record version 4", mut(goodGMAC, func(b []byte) { b[4] = 4 }), gmac},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := DecodeRecord(tc.b, tc.opt)
@@ -130,19 +157,27 @@ func TestRecordBounds(t *testing.T) {
 }
 
 func FuzzDecodeRecord(f *testing.F) {
+	// The options a record is decoded under: CRC-32C, then caches keyed
+	// with one MAC key sealing AES-GMAC (the default, which also reads
+	// HMAC-SHA-256), HMAC-SHA-256 and keyed blake2b-256.
+	macKey := bytes.Repeat([]byte{3}, 32)
+	opts := []RecordOptions{{}, {MACKey: macKey}, {MACKey: macKey, MAC: MACHash}, {MACKey: macKey, Digest: DigestBlake2b256}}
 	good, _ := EncodeRecord(Key{1}, sampleObject(), RecordOptions{})
-	f.Add(good, false)
-	f.Add(good[:40], false)
-	f.Add([]byte("AKPC\x02\x01"), false)
-	f.Add([]byte{}, true)
-	macOpt := RecordOptions{MACKey: bytes.Repeat([]byte{3}, 32)}
-	goodMAC, _ := EncodeRecord(Key{2}, sampleObject(), macOpt)
-	f.Add(goodMAC, true)
-	f.Fuzz(func(t *testing.T, b []byte, useMAC bool) {
-		opt := RecordOptions{}
-		if useMAC {
-			opt = macOpt
-		}
+	f.Add(good, uint8(0))
+	f.Add(good[:40], uint8(0))
+	f.Add([]byte("AKPC\x02\x01"), uint8(0))
+	f.Add([]byte("AKPC\x03\x04"), uint8(1))
+	f.Add([]byte{}, uint8(1))
+	for i, opt := range opts[1:] {
+		rec, _ := EncodeRecord(Key{2}, sampleObject(), opt)
+		f.Add(rec, uint8(i+1))
+		f.Add(rec, uint8(0))
+		empty, _ := EncodeRecord(Key{3}, Object{}, opt)
+		f.Add(empty, uint8(1))
+		f.Add(empty[:len(empty)-1], uint8(i+1))
+	}
+	f.Fuzz(func(t *testing.T, b []byte, which uint8) {
+		opt := opts[int(which)%len(opts)]
 		k, obj, err := DecodeRecord(b, opt)
 		vk, v, verr := ViewRecord(b, opt)
 		if (err == nil) != (verr == nil) {
@@ -261,14 +296,19 @@ func TestRecordGolden(t *testing.T) {
 		{"crc32c sample", sampleObject(), RecordOptions{}, 340, "f22c046fbf1d4d1316850ae04b97f0045502514e236b68b84619550ce1481ebc"},
 		{"crc32c empty", Object{}, RecordOptions{}, 70, "f3f178819ca0f91fa18d471f3e7ce29cd7391a174eb8c48390dc5ddb9a488ab9"},
 		{"crc32c 80000-byte code", big, RecordOptions{}, 80140, "00259f438f996c05cdd6ec8ab5a2c2f7dbd29a9cf5d031ffc9e2b635ee1adc27"},
-		{"hmac-sha256 sample", sampleObject(), RecordOptions{MACKey: key}, 368, "4b1d3a5e15ad9c8d374df26844a597b310b63d68a87b8c6ac8901653e1fd2b23"},
-		{"hmac-sha256 empty", Object{}, RecordOptions{MACKey: key}, 98, "b66783bd1341a4599d9c127a72bee76e467709c7f7fc5a210ce7f005a06e0fc3"},
-		{"hmac-sha256 80000-byte code", big, RecordOptions{MACKey: key}, 80168, "2a2a5feba1e391791e237f6796e59a9e021f9a9e7b584bee062059f4f074145f"},
+		{"hmac-sha256 sample", sampleObject(), RecordOptions{MACKey: key, MAC: MACHash}, 368, "4b1d3a5e15ad9c8d374df26844a597b310b63d68a87b8c6ac8901653e1fd2b23"},
+		{"hmac-sha256 empty", Object{}, RecordOptions{MACKey: key, MAC: MACHash}, 98, "b66783bd1341a4599d9c127a72bee76e467709c7f7fc5a210ce7f005a06e0fc3"},
+		{"hmac-sha256 80000-byte code", big, RecordOptions{MACKey: key, Digest: DigestSHA256}, 80168, "2a2a5feba1e391791e237f6796e59a9e021f9a9e7b584bee062059f4f074145f"},
+		// Nonces pinned (fixedNonces): 0, 1, 2, ... in the nonce's bytes.
+		{"gmac sample", sampleObject(), RecordOptions{MACKey: key}, 376, "bf3ad1ef7fc2c2f7846e00f2dc15f32292004ef562ed65e32ef54cfd49879c4b"},
+		{"gmac empty", Object{}, RecordOptions{MACKey: key}, 106, "9fefac6ff8037090567c4d8e4b8fa43e5f8e977313f8e6dda34b1cd79f2f778e"},
+		{"gmac 80000-byte code", big, RecordOptions{MACKey: key, MAC: MACGMAC}, 80176, "23c25cc44a0f840d856db4e4fa4726d51b730c5e3bc032724e1c7f937e9f6194"},
 		{"blake2b sample", sampleObject(), RecordOptions{MACKey: key, Digest: DigestBlake2b256}, 368, "2f102a4f1c7cc42f00102037aa3846a97e93f22831079db0530f4f300ef635df"},
 		{"blake2b empty", Object{}, RecordOptions{MACKey: key, Digest: DigestBlake2b256}, 98, "af55c9741212f0fd639317f57a42cd3d62dd2c8a124d327b2b014bfdcb994558"},
 		{"blake2b 80000-byte code", big, RecordOptions{MACKey: key, Digest: DigestBlake2b256}, 80168, "5e740e5d55fdf397b87d9ea5dfb3d16432bde9878fbdc9643cc73eea9888a17d"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			fixedNonces(t)
 			b, err := EncodeRecord(Key{1, 2, 3}, tc.obj, tc.opt)
 			if err != nil {
 				t.Fatal(err)
@@ -286,9 +326,11 @@ func TestRecordGolden(t *testing.T) {
 func TestAppendRecord(t *testing.T) {
 	key := Key{4, 5, 6}
 	prefix := []byte("prefix")
+	fixedNonces(t)
 	for _, opt := range []RecordOptions{
 		{},
 		{MACKey: bytes.Repeat([]byte{7}, 32)},
+		{MACKey: bytes.Repeat([]byte{7}, 32), MAC: MACHash},
 		{MACKey: bytes.Repeat([]byte{7}, 32), Digest: DigestBlake2b256},
 	} {
 		// Code lengths around the chunk size that the check is fed in.
@@ -299,10 +341,12 @@ func TestAppendRecord(t *testing.T) {
 				for i := range obj.Code {
 					obj.Code[i] = byte(i * 7)
 				}
+				restart := fixedNonces(t)
 				want, err := EncodeRecord(key, obj, opt)
 				if err != nil {
 					t.Fatal(err)
 				}
+				restart()
 				got, err := AppendRecord(bytes.Clone(prefix), key, obj, opt)
 				if err != nil {
 					t.Fatal(err)
@@ -312,6 +356,7 @@ func TestAppendRecord(t *testing.T) {
 				}
 				// Into a buffer that is big enough: the same bytes, in it.
 				buf := make([]byte, 0, len(want)+10)
+				restart()
 				got, err = AppendRecord(buf, key, obj, opt)
 				if err != nil || !bytes.Equal(got, want) || &got[:1][0] != &buf[:1][0] {
 					t.Fatalf("AppendRecord into a big enough buffer: err %v, equal %v, same array %v", err, bytes.Equal(got, want), &got[:1][0] == &buf[:1][0])
@@ -339,18 +384,16 @@ func TestAppendRecord(t *testing.T) {
 
 // BenchmarkAppendRecord times AppendRecord into a reused buffer and
 // EncodeRecord (a fresh record each time) beside the baseline, in the
-// same loop: the record's check alone (CRC-32C, or HMAC-SHA-256 with a
-// fresh keyed hash) over the same record bytes, the one pass over the
+// same loop: the record's check alone (CRC-32C, HMAC-SHA-256 with a
+// fresh keyed hash, or AES-GMAC with its per-record key) over the same
+// record bytes, the one pass over the
 // code that a record cannot do without. append/check and encode/check
 // are what the copy of the code, the header and, for EncodeRecord, the
 // allocation cost beyond it.
 func BenchmarkAppendRecord(b *testing.B) {
 	for _, size := range []int{4 << 10, 64 << 10, 1 << 20} {
-		for _, opt := range []RecordOptions{{}, {MACKey: bytes.Repeat([]byte{7}, 32)}} {
-			name := "crc"
-			if opt.MACKey != nil {
-				name = "hmac"
-			}
+		for _, opt := range []RecordOptions{{}, {MACKey: bytes.Repeat([]byte{7}, 32), MAC: MACHash}, {MACKey: bytes.Repeat([]byte{7}, 32)}} {
+			name := map[byte]string{checkCRC32C: "crc", checkHMACSHA256: "hmac", checkGMAC: "gmac"}[opt.check()]
 			b.Run(fmt.Sprintf("%dKiB/%s", size>>10, name), func(b *testing.B) {
 				obj := sampleObject()
 				obj.Code = bytes.Repeat([]byte{0xC0, 0xDE}, size/2)
@@ -367,11 +410,16 @@ func BenchmarkAppendRecord(b *testing.B) {
 					{name: "append", run: func() { buf, _ = AppendRecord(buf[:0], Key{1}, obj, opt) }},
 					{name: "encode", run: func() { _, _ = EncodeRecord(Key{1}, obj, opt) }},
 					{name: "check", run: func() {
-						if opt.MACKey != nil {
+						switch opt.check() {
+						case checkHMACSHA256:
 							h := hmac.New(sha256.New, opt.MACKey)
 							h.Write(rec)
 							h.Sum(nil)
-						} else {
+						case checkGMAC:
+							// The key derivation and GCM's hash, as
+							// cipher.NewGCM and Seal run them.
+							gmacKeyOf(opt.MACKey).seal(nil, rec[RecordHeaderSize:RecordHeaderSize+gmacNonceSize], rec)
+						default:
 							crc32.Checksum(rec, castagnoli)
 						}
 					}},
