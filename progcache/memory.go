@@ -69,6 +69,9 @@ func (m *Memory) Group() *Group { return &m.group }
 
 // Get returns the object stored under k and promotes it.
 func (m *Memory) Get(ctx context.Context, k Key) (Object, bool, error) {
+	// GetInto's body, not a call of it: one frame more cost a hit 8 ns.
+	// With the defer, e.Value goes from the list to the results with no
+	// copy between; unlocking first needs one, which cost 1.7 ns.
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.enterLocked(ctx); err != nil {
@@ -81,6 +84,31 @@ func (m *Memory) Get(ctx context.Context, k Key) (Object, bool, error) {
 	}
 	m.stats.Hits++
 	return e.Value, true, nil
+}
+
+// GetInto is Get storing the object in *dst, which it leaves alone on a
+// miss or an error: for a cache in front of a Memory (progcache/tiered),
+// which would otherwise copy the Object it returns from one call frame
+// to the next. Object has too many fields for the compiler to keep in
+// registers, and a Get through one more frame cost a hit 14 ns on a
+// 30 ns hit (issue 41). It unlocks without a defer: nothing between
+// Lock and Unlock can panic.
+func (m *Memory) GetInto(ctx context.Context, k Key, dst *Object) (bool, error) {
+	m.mu.Lock()
+	if err := m.enterLocked(ctx); err != nil {
+		m.mu.Unlock()
+		return false, err
+	}
+	e, ok := m.lru.Get(k)
+	if !ok {
+		m.stats.Misses++
+		m.mu.Unlock()
+		return false, nil
+	}
+	m.stats.Hits++
+	*dst = e.Value
+	m.mu.Unlock()
+	return true, nil
 }
 
 // View lends fn the stored object itself (see Viewer): nothing is copied

@@ -69,3 +69,33 @@ func TestMemoryByReference(t *testing.T) {
 		t.Error("memory cache must store objects by reference")
 	}
 }
+
+// TestMemoryGetInto: GetInto fills dst on a hit as Get returns it,
+// leaves it alone on a miss and after Close, and counts as Get does.
+func TestMemoryGetInto(t *testing.T) {
+	ctx := context.Background()
+	m, err := progcache.NewMemory(progcache.MemoryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := progcache.Object{Kind: "cubin", Name: "k", Code: []byte{1, 2, 3}, Symbols: map[string]string{"k": "_Z1kv"}}
+	if err := m.Put(ctx, progcache.Key{1}, obj); err != nil {
+		t.Fatal(err)
+	}
+	var got progcache.Object
+	if ok, err := m.GetInto(ctx, progcache.Key{1}, &got); !ok || err != nil || !got.Equal(obj) {
+		t.Fatalf("GetInto hit = %v, %v, %+v; want true, nil, %+v", ok, err, got, obj)
+	}
+	keep := progcache.Object{Kind: "untouched"}
+	got = keep
+	if ok, err := m.GetInto(ctx, progcache.Key{2}, &got); ok || err != nil || !got.Equal(keep) {
+		t.Fatalf("GetInto miss = %v, %v, %+v; want false, nil and dst untouched", ok, err, got)
+	}
+	if s := m.Stats(); s.Hits != 1 || s.Misses != 1 {
+		t.Fatalf("stats after a hit and a miss: %+v", s)
+	}
+	m.Close()
+	if ok, err := m.GetInto(ctx, progcache.Key{1}, &got); ok || !errors.Is(err, progcache.ErrClosed) || !got.Equal(keep) {
+		t.Fatalf("GetInto after Close = %v, %v, %+v; want ErrClosed and dst untouched", ok, err, got)
+	}
+}

@@ -157,6 +157,7 @@ type Cache struct {
 	// its own, never held together with the queue's.
 
 	local, remote progcache.Cache
+	mem           *progcache.Memory // local, when it is a Memory: Get's fast path
 	opts          Options
 
 	closed    atomic.Bool
@@ -186,6 +187,7 @@ func New(local, remote progcache.Cache, opts Options) (*Cache, error) {
 		return nil, err
 	}
 	t := &Cache{local: local, remote: remote, opts: opts, closing: make(chan struct{})}
+	t.mem, _ = local.(*progcache.Memory)
 	if !opts.SyncRemotePut {
 		t.queue = newPutQueue(remote, opts.QueueLen, opts.RemotePutWorkers, &t.st)
 	}
@@ -209,17 +211,25 @@ func (t *Cache) Remote() progcache.Cache { return t.remote }
 // Get returns the object stored under k in the local tier, or else in
 // the remote tier, backfilling the local tier from a remote hit. A remote
 // error is a miss (counted in TierStats.RemoteErrors).
-func (t *Cache) Get(ctx context.Context, k progcache.Key) (progcache.Object, bool, error) {
+func (t *Cache) Get(ctx context.Context, k progcache.Key) (obj progcache.Object, ok bool, err error) {
 	if t.closed.Load() {
 		return progcache.Object{}, false, t.errClosed()
 	}
-	obj, ok, err := t.local.Get(ctx, k)
+	// Object has too many fields to live in registers, and each copy
+	// of it through a variable cost a hit a few ns (issue 41): a Memory
+	// tier writes it straight into Get's result, and another tier's
+	// results go there without a variable between.
+	if t.mem != nil {
+		ok, err = t.mem.GetInto(ctx, k, &obj)
+	} else {
+		obj, ok, err = t.local.Get(ctx, k)
+	}
+	if ok && err == nil {
+		t.st.localHits.Add(1)
+		return obj, ok, err
+	}
 	if err != nil {
 		return progcache.Object{}, false, err
-	}
-	if ok {
-		t.st.localHits.Add(1)
-		return obj, true, nil
 	}
 	return t.getRemote(ctx, k)
 }
