@@ -156,8 +156,10 @@ type Options struct {
 	// VerifyEveryRead computes every entry's checksum on every read. By
 	// default a file whose checksum passed is not checked again while its
 	// identity (device, inode, size, mtime, ctime) stays the same, which
-	// every write to it changes; a MAC-sealed cache verifies every read
-	// either way.
+	// every write to it changes. A MAC-sealed cache skips the MAC so only
+	// for files no one but this process's user can write (owned by it,
+	// no group or other write bit), and verifies any other file's MAC on
+	// every read.
 	VerifyEveryRead bool
 	// AllowSharedRoot opens a root directory that is writable by its
 	// group or by everyone. Without it such a root is refused: whoever can

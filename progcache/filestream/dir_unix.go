@@ -40,6 +40,21 @@ type fileStat struct {
 	mtime    time.Time
 	dev, ino uint64
 	ctime    int64 // Unix ns: any change to the file moves it, and no call sets it
+	uid      uint32
+}
+
+// euid is this process's effective user id (ownedAlone).
+var euid = uint32(os.Geteuid())
+
+// ownedAlone reports whether only this process's user (and root) can
+// write the file: it is ours, and writable by neither group nor others
+// (with a POSIX ACL, the group bits are its mask, so no named entry can
+// grant writing either). Such a file cannot be rewritten in place by
+// anyone who lacks this user's rights, through write(2), which moves the
+// ctime, or through a shared mapping, which need not: a MAC-sealed cache
+// remembers only these (read.go). A chown or chmod moves the ctime.
+func (s fileStat) ownedAlone() bool {
+	return s.uid == euid && s.mode&0o022 == 0
 }
 
 func statOf(st *unix.Stat_t) fileStat {
@@ -50,6 +65,7 @@ func statOf(st *unix.Stat_t) fileStat {
 		dev:   widen(st.Dev),
 		ino:   widen(st.Ino),
 		ctime: st.Ctim.Nano(),
+		uid:   st.Uid,
 	}
 }
 

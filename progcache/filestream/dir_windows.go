@@ -53,6 +53,9 @@ func statOf(fi fs.FileInfo) fileStat {
 // verifies every read there.
 func (s fileStat) id() (fileID, bool) { return fileID{}, false }
 
+// ownedAlone is false on Windows, where files are not remembered anyway.
+func (s fileStat) ownedAlone() bool { return false }
+
 func (s fileStat) same(o fileStat) bool {
 	return s.fi != nil && o.fi != nil && os.SameFile(s.fi, o.fi) && s.size == o.size && s.mtime.Equal(o.mtime)
 }

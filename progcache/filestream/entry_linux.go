@@ -119,6 +119,7 @@ func (d *cacheDir) statEntryAt(p *entryPath) (fileStat, error) {
 				dev:   unix.Mkdev(stx.Dev_major, stx.Dev_minor),
 				ino:   stx.Ino,
 				ctime: stx.Ctime.Sec*1e9 + int64(stx.Ctime.Nsec),
+				uid:   stx.Uid,
 			}, nil
 		case unix.EINTR:
 			continue

@@ -43,9 +43,13 @@ package filestream
 // of its key sees the new identity, or until it is pushed out of the
 // bound: at most maxHeld files of at most maxHeldSize bytes each and
 // maxHeldBytes together. A
-// MAC-sealed cache (RecordOptions.MACKey) verifies its MAC on every read,
-// Options.VerifyEveryRead turns all of this off, and on Windows,
-// whose stat has no change time, every read is a first-hit read.
+// MAC-sealed cache (RecordOptions.MACKey) remembers only files that no one
+// but this process's user can write (mayRemember): owned by it, writable
+// by neither group nor others; it verifies the MAC of any other file on
+// every read, since such a file's owner could rewrite it through a shared
+// mapping, which need not move the ctime. Options.VerifyEveryRead turns
+// all of this off, and on Windows, whose stat has no change time, every
+// read is a first-hit read.
 
 import (
 	"context"
@@ -422,7 +426,7 @@ func (c *Cache) lookLocked(ctx context.Context, k progcache.Key, countMiss, pool
 	now := time.Now()
 	if !c.opts.ReadOnly && now.Sub(e.st.mtime) > recencyGranularity {
 		_ = e.touch(now) // best effort: recency only orders eviction
-	} else if verified && c.remembers() {
+	} else if verified && c.remembers() && c.mayRemember(e.st) {
 		// A touched file's ctime just moved: it is remembered on a
 		// later read.
 		held = c.verified.remember(k, e.st, now, e.descriptor())
@@ -434,7 +438,18 @@ func (c *Cache) lookLocked(ctx context.Context, k progcache.Key, countMiss, pool
 // remembers reports whether verified files are remembered (see the top of
 // this file).
 func (c *Cache) remembers() bool {
-	return c.opts.Record.MACKey == nil && !c.opts.VerifyEveryRead
+	return !c.opts.VerifyEveryRead
+}
+
+// mayRemember reports whether a file whose check passed may be read
+// without it while its identity holds: any file under a CRC-32C, which
+// guards against damage, not against people; under a MAC, only a file
+// that no one but this user can write (fileStat.ownedAlone). A file a
+// peer without the key owns could hold a copy of a genuine record, pass
+// its MAC, and be rewritten through a shared mapping without moving its
+// ctime; its MAC is computed on every read.
+func (c *Cache) mayRemember(st fileStat) bool {
+	return c.opts.Record.MACKey == nil || st.ownedAlone()
 }
 
 // readHeld reads k's record from its held descriptor f and checks that

@@ -105,7 +105,6 @@ func TestFileStreamVerifiedRules(t *testing.T) {
 	}{
 		{"changed within the racy window", Options{}, racyWindow},
 		{"VerifyEveryRead", Options{VerifyEveryRead: true}, 0},
-		{"MAC-sealed", Options{Record: progcache.RecordOptions{MACKey: bytes.Repeat([]byte{1}, 32)}}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := openFS(t, t.TempDir(), tc.opts)
