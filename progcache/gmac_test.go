@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"sync"
 	"testing"
 )
 
@@ -161,5 +162,34 @@ func TestRecordOptionsMAC(t *testing.T) {
 		if err != nil || tc.opt.check() != tc.want {
 			t.Errorf("%+v: Validate = %v, seals with %s; want %s", tc.opt, err, checkName(tc.opt.check()), checkName(tc.want))
 		}
+	}
+}
+
+// TestGMACKeysConcurrent: goroutines sealing and opening records under
+// more MAC keys than macKeys keeps (so it is started over meanwhile)
+// all read back what they wrote; run under -race.
+func TestGMACKeysConcurrent(t *testing.T) {
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				key := bytes.Repeat([]byte{byte(g*50 + i%(maxMACKeys+3))}, 32)
+				opt := RecordOptions{MACKey: key}
+				obj := sampleObject()
+				b, err := EncodeRecord(Key{byte(g), byte(i)}, obj, opt)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if k, got, err := DecodeRecord(b, opt); err != nil || k != (Key{byte(g), byte(i)}) || !got.Equal(obj) {
+					t.Errorf("goroutine %d record %d: %v", g, i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if m := macKeys.Load(); m == nil || len(*m) > maxMACKeys {
+		t.Errorf("macKeys holds %v keys, want 1 to %d", m, maxMACKeys)
 	}
 }
