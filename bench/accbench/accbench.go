@@ -56,6 +56,10 @@ type Measurement struct {
 	HigherBetter bool
 	// Goal is judged on the aggregated row; the zero Goal is none.
 	Goal Goal
+	// Anchor is the baseline's figure from another machine, shown beside
+	// ours for scale, never a ratio or a verdict; a goal against that
+	// baseline is judged only where it is measured in the run (-peers).
+	Anchor *report.Anchor
 	// Skipped says why this case cannot run here while the rest of the
 	// suite can ("no NVRTC: ..."); the measurement has no figures then,
 	// and the table names the case with the reason.
@@ -339,7 +343,7 @@ func aggregate(outs []Output) []report.Row {
 		for _, m := range o.Measurements {
 			if _, ok := index[m.Case]; !ok {
 				index[m.Case] = len(rows)
-				rows = append(rows, report.Row{Case: m.Case, Unit: m.Unit, BaseName: m.BaseName, HigherBetter: m.HigherBetter})
+				rows = append(rows, report.Row{Case: m.Case, Unit: m.Unit, BaseName: m.BaseName, HigherBetter: m.HigherBetter, Anchor: m.Anchor})
 				goals[m.Case] = m.Goal
 			}
 			if m.Skipped != "" {

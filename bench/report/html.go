@@ -67,7 +67,7 @@ svg{display:block;margin:.5em 0}svg text{font:12px system-ui,sans-serif}
 <tr><th>case</th><th>ours (median)</th><th>spread</th><th>baseline</th><th>ratio</th><th>goal</th></tr>
 {{range .Rows}}{{if .Skipped}}<tr><td>{{.Case}}</td><td class="skip" colspan="5">Skipped: {{.Skipped}}</td></tr>
 {{else}}<tr><td>{{.Case}}</td><td class="n">{{value .Ours.Median .Unit}}</td><td class="n">{{if gt .Ours.N 1}}{{spread .Ours}}{{end}}</td>
-<td class="n">{{if .Base}}{{value .Base.Median .Unit}} {{.BaseName}}{{else}}-{{end}}</td><td class="n">{{ratio .Ratio}}</td>
+<td class="n">{{if .Base}}{{value .Base.Median .Unit}} {{.BaseName}}{{else if .Anchor}}<span class="skip">{{.Anchor.String .Unit}}</span>{{else}}-{{end}}</td><td class="n">{{ratio .Ratio}}</td>
 <td>{{.Goal}}{{if .GoalMet}}{{if deref .GoalMet}} <span class="ok">met</span>{{else}} <span class="miss">missed</span>{{end}}{{end}}</td></tr>
 {{end}}{{end}}</table>
 {{range .Notes}}<p>{{.}}</p>{{end}}

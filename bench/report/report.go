@@ -170,10 +170,29 @@ type Row struct {
 	Goal    string `json:"goal,omitempty"`
 	GoalMet *bool  `json:"goal_met,omitempty"`
 	Peer    bool   `json:"peer,omitempty"` // the baseline came from a peer harness (bench/peers)
+	// Anchor is the baseline's figure stored from another machine, shown
+	// for scale: it gives no ratio and no goal is judged against it.
+	Anchor *Anchor `json:"anchor,omitempty"`
 	// Skipped says why this case did not run on this machine while the
 	// rest of its suite did (a library it needs is missing, and how to
 	// get it): no figures, and not a failure.
 	Skipped string `json:"skipped,omitempty"`
+}
+
+// Anchor is a figure of a baseline measured on another machine at
+// another time (ANCHORS.md's), not in this run: a machine's speed is in
+// it, so it is shown with that machine and date and never judged against.
+type Anchor struct {
+	Name    string  `json:"name"`    // what was measured, e.g. "cuda.core 1.2.0"
+	Value   float64 `json:"value"`   // in the row's unit
+	Machine string  `json:"machine"` // where
+	Date    string  `json:"date"`    // when, YYYY-MM-DD
+}
+
+// String is the anchor in words: "anchor: cuda.core 1.2.0 36.6 us/op on
+// MACHINE, DATE; not this run, not judged" (unit is the row's).
+func (a Anchor) String(unit string) string {
+	return fmt.Sprintf("anchor: %s %s on %s, %s; not this run, not judged", a.Name, FormatValue(a.Value, unit), a.Machine, a.Date)
 }
 
 // Stat summarises repeated measurements of one figure.

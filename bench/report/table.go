@@ -88,8 +88,11 @@ func rowCells(row Row) [7]string {
 		ours += fmt.Sprintf(" ±%.0f%%", 50*row.Ours.Spread())
 	}
 	base, vs, ratio := "", "", ""
-	if row.Base != nil {
+	switch a := row.Anchor; {
+	case row.Base != nil:
 		base, vs = FormatNumber(row.Base.Median), row.BaseName
+	case a != nil: // in parentheses and with no ratio: not this run's figure
+		base, vs = "("+FormatNumber(a.Value)+")", "anchor "+a.Date+", "+a.Machine
 	}
 	if row.Ratio > 0 {
 		ratio = FormatRatio(row.Ratio)
