@@ -265,6 +265,7 @@ func run(args []string, stdout, stderr io.Writer, extra Extra, all []Suite) int 
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.Unmeasured = append(unmeasuredPeerGoals(res, *peers != ""), unmeasuredGPUGoals(res)...)
+	res.Unmeasured = append(res.Unmeasured, unmeasuredH2DGoals(res)...)
 	recordLoad(&res.Load, extra.loadavg, warn)
 	if err := writeOutputs(res, od); err != nil {
 		fmt.Fprintln(stderr, "accbench:", err)

@@ -87,6 +87,11 @@ var (
 	goalHostpinFresh = Goal{MinRatio: 100}
 	goalWasteMean    = Goal{OursAtMost: 1.10}
 	goalWasteMax     = Goal{OursAtMost: 1.25}
+	// h2d, on a GPU from 16 MiB up (issue 41): a staged copy at least 4x
+	// the driver's pageable copy, a registered one at least 0.9x the
+	// driver's copy from pinned memory.
+	goalH2DStaged     = Goal{MinRatio: 4}
+	goalH2DRegistered = Goal{MinRatio: 0.9}
 	// progcache: a memory hit under 1 us; filestream get and put at most
 	// half cuda.core's time; MakeKey at most 1.1x raw SHA-256; a
 	// filestream View at most 1.05x the raw read of the file.
