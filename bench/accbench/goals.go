@@ -93,7 +93,8 @@ var (
 	goalH2DStaged     = Goal{MinRatio: 4}
 	goalH2DRegistered = Goal{MinRatio: 0.9}
 	// progcache: a memory hit under 1 us; filestream get and put at most
-	// half cuda.core's time; MakeKey at most 1.1x raw SHA-256; a
+	// half cuda.core's time (judged only against cuda.core measured in the
+	// same run, with -peers; never against a stored anchor); MakeKey at most 1.1x raw SHA-256; a
 	// filestream View at most 1.05x the raw read of the file.
 	goalMemoryGet     = Goal{OursBelow: 1}
 	goalFilestreamCC  = Goal{MinRatio: 2}
