@@ -196,3 +196,33 @@ func (g *Graph) nextInput(b []byte) (in string, rest []byte, ok bool) {
 	}
 	return "", nil, false
 }
+
+// dataInputs returns the number of n's data (not control) inputs, read
+// from its bytes.
+func (n *Node) dataInputs() int {
+	k := 0
+	for b := n.bytes(); ; {
+		in, rest, ok := n.g.nextInput(b)
+		if !ok {
+			return k
+		}
+		if !ParseInput(in).Control {
+			k++
+		}
+		b = rest
+	}
+}
+
+// countInputs returns the number of input fields (data and control) in
+// NodeDef bytes b.
+func countInputs(b []byte) int {
+	k := 0
+	for len(b) > 0 {
+		num, _, _, rest := nextField(b)
+		if num == fNodeInput {
+			k++
+		}
+		b = rest
+	}
+	return k
+}

@@ -76,6 +76,12 @@ func (t *HostMemoryTable) int32Kernel(n *Node, e HostMemoryEntry) bool {
 // InputOnHost reports whether n's device kernel reads data input port
 // (of numInputs data inputs) from host memory.
 func (t *HostMemoryTable) InputOnHost(n *Node, port, numInputs int) bool {
+	return t.inputOnHost(n, port, func() int { return numInputs })
+}
+
+// inputOnHost is InputOnHost with the input count asked for only when the
+// op's entry counts ports from the end.
+func (t *HostMemoryTable) inputOnHost(n *Node, port int, numInputs func() int) bool {
 	e, ok := t.Ops[n.Op()]
 	if !ok {
 		return false
@@ -83,12 +89,15 @@ func (t *HostMemoryTable) InputOnHost(n *Node, port, numInputs int) bool {
 	if e.AllInputs || t.int32Kernel(n, e) {
 		return true
 	}
-	return slices.ContainsFunc(e.Inputs, func(i int) bool {
+	for _, i := range e.Inputs {
 		if i < 0 {
-			i += numInputs
+			i += numInputs()
 		}
-		return i == port
-	})
+		if i == port {
+			return true
+		}
+	}
+	return false
 }
 
 // OutputOnHost reports whether n's device kernel writes output port to

@@ -199,9 +199,11 @@ func (p *PinHostCompute) smallConst(n *Node) bool {
 }
 
 func (p *PinHostCompute) isCandidate(n *Node) bool {
-	if onCPU(n.device) {
-		return false
-	}
+	return !onCPU(n.device) && p.movable(n)
+}
+
+// movable is isCandidate for a node not on a CPU.
+func (p *PinHostCompute) movable(n *Node) bool {
 	op := n.Op()
 	if shapeOp(op) {
 		return true
@@ -217,46 +219,82 @@ func (p *PinHostCompute) isCandidate(n *Node) bool {
 
 // pinState is the working state of one run. Its slices are reused by
 // later runs (PinHostCompute.spare), so a run allocates nothing in
-// proportion to the graph but its Stats.Changes.
+// proportion to the graph but its Stats.Changes. It holds one byte of
+// flags per node, the edge index (edges.go) and a worklist: about 20 bytes
+// per node of a model-shaped graph.
 type pinState struct {
-	p       *PinHostCompute
-	nodes   []Node
-	ix      index
-	in      []bool // current set
-	steps   int
-	queued  []bool
-	work    []int32
-	initial []bool  // the set before the fixpoint
-	comp    []int32 // connected subgraph of each node of init, or -1
-	failed  []bool  // per subgraph
+	p     *PinHostCompute
+	nodes []Node
+	ix    index
+	flags []nodeFlags
+	steps int
+	work  []int32
 }
 
-// reset prepares s for a run of p on g: the edge index built, no node in
-// the set.
+// nodeFlags are a node's bits in a run of the pass.
+type nodeFlags uint8
+
+const (
+	flagCPU       nodeFlags = 1 << iota // placed on a CPU
+	flagCandidate                       // a candidate (step 1)
+	flagInitial                         // in the set when the fixpoint starts
+	flagIn                              // in the set now
+	flagQueued                          // on the fixpoint's worklist
+	flagSeen                            // reached while forming subgraphs
+)
+
+func (s *pinState) in(i int32) bool { return s.flags[i]&flagIn != 0 }
+
+// reset prepares s for a run of p on g: every candidate in the set (step
+// 1) and the edge index built around the candidates.
 func (s *pinState) reset(p *PinHostCompute, g *Graph) {
 	s.p, s.nodes, s.steps = p, g.nodes, 0
-	s.ix.build(g)
-	s.in = resize(s.in, len(g.nodes))
-	clear(s.in)
+	s.flags = resize(s.flags, len(g.nodes))
+	cands, inputs := 0, 0
+	for i := range g.nodes {
+		n := &g.nodes[i]
+		var f nodeFlags
+		if onCPU(n.device) {
+			f = flagCPU
+		} else if p.movable(n) {
+			f = flagCandidate | flagIn
+			cands++
+			inputs += countInputs(n.bytes())
+		}
+		s.flags[i] = f
+	}
+	// Sized once: the worklists hold at most every candidate, the
+	// in-edges at most every input of one.
+	if cap(s.work) < cands {
+		s.work = make([]int32, 0, cands)
+	}
+	s.ix.build(g, s.flags, inputs)
 }
 
-func (s *pinState) producerOK(e edge) bool {
-	if e.from < 0 {
+func (s *pinState) producerOK(e port) bool {
+	if e.node < 0 {
 		return false // produced outside this graph: unknown placement
 	}
-	if s.in[e.from] {
+	f := s.flags[e.node]
+	if f&(flagIn|flagCPU) != 0 {
 		return true
 	}
-	pn := &s.nodes[e.from]
-	return onCPU(pn.device) || s.p.smallConst(pn) || s.p.opts.Table.OutputOnHost(pn, int(e.fromPort))
+	pn := &s.nodes[e.node]
+	return s.p.smallConst(pn) || s.p.opts.Table.OutputOnHost(pn, int(e.port))
 }
 
-func (s *pinState) consumerOK(e edge) bool {
-	if s.in[e.to] {
+func (s *pinState) consumerOK(e port) bool {
+	f := s.flags[e.node]
+	if f&(flagIn|flagCPU) != 0 {
 		return true
 	}
-	cn := &s.nodes[e.to]
-	return onCPU(cn.device) || s.p.opts.Table.InputOnHost(cn, int(e.toPort), s.ix.numInputs(int(e.to)))
+	cn := &s.nodes[e.node]
+	return s.p.opts.Table.inputOnHost(cn, int(e.port), func() int {
+		if f&flagCandidate != 0 {
+			return s.ix.numInputs(int(e.node))
+		}
+		return cn.dataInputs()
+	})
 }
 
 func (s *pinState) check(i int) bool {
@@ -274,80 +312,81 @@ func (s *pinState) check(i int) bool {
 	return true
 }
 
-// fixpoint removes from s.in every node that fails a check, rechecking the
-// neighbours of each removed node, until nothing changes.
+// fixpoint removes from the set every node that fails a check, rechecking
+// the neighbours of each removed node, until nothing changes.
 func (s *pinState) fixpoint() {
-	s.queued = resize(s.queued, len(s.nodes))
-	clear(s.queued)
 	work := s.work[:0]
-	for i, in := range s.in {
-		if in {
+	for i, f := range s.flags {
+		if f&flagIn != 0 {
 			work = append(work, int32(i))
-			s.queued[i] = true
+			s.flags[i] |= flagQueued
 		}
 	}
 	push := func(j int32) {
-		if j >= 0 && s.in[j] && !s.queued[j] {
-			s.queued[j] = true
+		if j >= 0 && s.flags[j]&(flagIn|flagQueued) == flagIn {
+			s.flags[j] |= flagQueued
 			work = append(work, j)
 		}
 	}
 	for len(work) > 0 {
 		i := int(work[len(work)-1])
 		work = work[:len(work)-1]
-		s.queued[i] = false
-		if !s.in[i] || s.check(i) {
+		s.flags[i] &^= flagQueued
+		if s.flags[i]&flagIn == 0 || s.check(i) {
 			continue
 		}
-		s.in[i] = false
+		s.flags[i] &^= flagIn
 		for _, e := range s.ix.ins(i) {
-			push(e.from)
+			push(e.node)
 		}
 		for _, e := range s.ix.outs(i) {
-			push(e.to)
+			push(e.node)
 		}
 	}
 	s.work = work
 }
 
-// components labels the connected subgraphs of s.initial by data edges among
-// its members in s.comp (-1 for nodes outside it) and returns how many
-// there are.
-func (s *pinState) components() int {
-	set := s.initial
-	s.comp = resize(s.comp, len(set))
-	comp := s.comp
-	for i := range comp {
-		comp[i] = -1
-	}
-	n := int32(0)
-	stack := s.work[:0]
+// allOrNothing forms the connected subgraphs of the initial set (by data
+// edges among its members), breadth first, and takes every member of a
+// subgraph out of the set when one of them left it. It returns how many
+// nodes that kept on the device that had passed the checks.
+func (s *pinState) allOrNothing() (kept int) {
+	members := s.work[:0]
 	visit := func(k int32) {
-		if k >= 0 && set[k] && comp[k] < 0 {
-			comp[k] = n
-			stack = append(stack, k)
+		if k >= 0 && s.flags[k]&(flagInitial|flagSeen) == flagInitial {
+			s.flags[k] |= flagSeen
+			members = append(members, k)
 		}
 	}
-	for i, in := range set {
-		if !in || comp[i] >= 0 {
+	for i, f := range s.flags {
+		if f&(flagInitial|flagSeen) != flagInitial {
 			continue
 		}
-		comp[i] = n
-		stack = append(stack[:0], int32(i))
-		for len(stack) > 0 {
-			j := int(stack[len(stack)-1])
-			stack = stack[:len(stack)-1]
+		s.flags[i] |= flagSeen
+		members = append(members[:0], int32(i))
+		failed := false
+		for h := 0; h < len(members); h++ {
+			j := int(members[h])
+			failed = failed || s.flags[j]&flagIn == 0
 			for _, e := range s.ix.ins(j) {
-				visit(e.from)
+				visit(e.node)
 			}
 			for _, e := range s.ix.outs(j) {
-				visit(e.to)
+				visit(e.node)
 			}
 		}
-		n++
+		if !failed {
+			continue
+		}
+		for _, j := range members {
+			if s.flags[j]&flagIn != 0 {
+				s.flags[j] &^= flagIn
+				kept++
+			}
+		}
 	}
-	s.work = stack
-	return int(n)
+	s.work = members
+	return kept
 }
 
 // hostDevice maps a node's device to the host device on the same task.
@@ -358,19 +397,16 @@ func (p *PinHostCompute) hostDevice(dev string) string {
 	return p.opts.HostDevice
 }
 
-// plan computes in s.in which nodes to move, without changing g.
+// plan computes in s's flagIn which nodes to move, without changing g.
 func (p *PinHostCompute) plan(g *Graph, st *Stats, s *pinState) {
 	s.reset(p, g)
-	for i := range s.nodes {
-		s.in[i] = p.isCandidate(&s.nodes[i])
-	}
 	st.Visited = len(s.nodes)
 	// Shape-family nodes whose input must stay on the device leave first
 	// (see step 4 above); this is decided against the full candidate set,
 	// so they are collected (in s.work) before any leaves.
 	drop := s.work[:0]
-	for i := range s.nodes {
-		if s.in[i] && shapeOp(s.nodes[i].Op()) {
+	for i, f := range s.flags {
+		if f&flagIn != 0 && shapeOp(s.nodes[i].Op()) {
 			for _, e := range s.ix.ins(i) {
 				if !s.producerOK(e) {
 					drop = append(drop, int32(i))
@@ -380,28 +416,17 @@ func (p *PinHostCompute) plan(g *Graph, st *Stats, s *pinState) {
 		}
 	}
 	for _, i := range drop {
-		s.in[i] = false
+		s.flags[i] &^= flagIn
 	}
 	s.work = drop
-	s.initial = append(s.initial[:0], s.in...)
+	for i, f := range s.flags {
+		if f&flagIn != 0 {
+			s.flags[i] |= flagInitial
+		}
+	}
 	s.fixpoint()
 	st.FixpointSteps = s.steps
-	nc := s.components()
-	s.failed = resize(s.failed, nc)
-	clear(s.failed)
-	for i, c := range s.comp {
-		if c >= 0 && !s.in[i] {
-			s.failed[c] = true
-		}
-	}
-	kept := 0
-	for i, c := range s.comp {
-		if c >= 0 && s.failed[c] && s.in[i] {
-			s.in[i] = false
-			kept++
-		}
-	}
-	if kept > 0 {
+	if kept := s.allOrNothing(); kept > 0 {
 		st.Notes = append(st.Notes, strconv.Itoa(kept)+" node(s) passed the checks but stay with a subgraph that did not")
 	}
 }
@@ -423,8 +448,8 @@ func (p *PinHostCompute) Run(g *Graph, st *Stats) error {
 	defer p.spare.Store(s)
 	p.plan(g, st, s)
 	moving := 0
-	for _, m := range s.in {
-		if m {
+	for _, f := range s.flags {
+		if f&flagIn != 0 {
 			moving++
 		}
 	}
@@ -432,8 +457,8 @@ func (p *PinHostCompute) Run(g *Graph, st *Stats) error {
 	// Host devices by device: graphs name few devices, so moved nodes share
 	// a handful of strings instead of one each.
 	host := map[string]string{}
-	for i, move := range s.in {
-		if !move {
+	for i, f := range s.flags {
+		if f&flagIn == 0 {
 			continue
 		}
 		n := &g.nodes[i]

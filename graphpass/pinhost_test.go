@@ -286,16 +286,13 @@ func TestPinLongChainFixpointAlone(t *testing.T) {
 	p := newPin(t, PinOptions{})
 	newState := func() *pinState {
 		s := new(pinState)
-		s.reset(p, g)
-		for i := range s.nodes {
-			s.in[i] = p.isCandidate(&s.nodes[i])
-		}
+		s.reset(p, g) // every candidate in the set
 		return s
 	}
 	s := newState()
 	s.fixpoint()
-	for i, in := range s.in {
-		if in {
+	for i := range s.nodes {
+		if s.in(int32(i)) {
 			t.Errorf("%s still in the set after the fixpoint", s.nodes[i].Name())
 		}
 	}
@@ -303,14 +300,14 @@ func TestPinLongChainFixpointAlone(t *testing.T) {
 	s = newState()
 	for range sweepCap {
 		for i := range s.nodes {
-			if s.in[i] && !s.check(i) {
-				s.in[i] = false
+			if s.in(int32(i)) && !s.check(i) {
+				s.flags[i] &^= flagIn
 			}
 		}
 	}
 	left := 0
-	for _, in := range s.in {
-		if in {
+	for i := range s.nodes {
+		if s.in(int32(i)) {
 			left++
 		}
 	}
