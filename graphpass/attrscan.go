@@ -180,8 +180,22 @@ func (g *Graph) str(v []byte) string {
 // decodedDevice returns the device n was decoded with (its last device
 // field), or "".
 func (n *Node) decodedDevice() string {
-	v, _ := lastField(n.bytes(), fNodeDevice)
+	if n.devField < 0 {
+		return ""
+	}
+	_, v, _, _ := nextField(n.g.buf[n.devField:])
 	return n.g.str(v)
+}
+
+// deviceField returns where n's device field is in g.raw and its length
+// on the wire: the last one, or, when there is none, where one goes with
+// length 0.
+func (n *Node) deviceField() (at, length int) {
+	if n.devField < 0 {
+		return int(-1 - n.devField), 0
+	}
+	_, _, fl, _ := nextField(n.g.buf[n.devField:])
+	return int(n.devField), fl
 }
 
 // nextInput returns the first input in NodeDef bytes b and the bytes after

@@ -64,7 +64,7 @@ func DecodeLimits(b []byte, lim Limits) (*Graph, error) {
 		}
 		size, ll := protowire.ConsumeVarint(b[off+tl:])
 		n := &g.nodes[i]
-		*n = Node{g: g, payload: int32(off + tl + ll), size: int32(size), idx: int32(i), tagLen: uint8(tl), lenLen: uint8(ll)}
+		*n = Node{g: g, payload: int32(off + tl + ll), size: int32(size), idx: int32(i), lenLen: uint8(ll)}
 		w.c = counts{}
 		if err := w.node(n.bytes(), n); err != nil {
 			return nil, fmt.Errorf("node %d (byte %d): %w", i, off, err)
@@ -138,13 +138,14 @@ func (w *walker) s(v []byte) string {
 // at returns the offset of v, a sub-slice of w.buf, in w.buf.
 func (w *walker) at(v []byte) int32 { return int32(cap(w.buf) - cap(v)) }
 
-// node walks a NodeDef payload. With n non-nil (Decode) it records the
-// name, op and device in n; with w.fill it decodes the inputs and attrs
+// node walks a NodeDef payload. With n non-nil (Decode) it records where
+// the name, op and device field are in n; with w.fill it decodes the inputs and attrs
 // into w's arenas, the node's attrs first and contiguous (nested func attrs
 // follow them).
 func (w *walker) node(b []byte, n *Node) error {
 	name := ""
 	nAttrs, attrBase := 0, len(w.attrs)
+	devField, insertAt := int32(-1), int32(-1)
 	if w.fill {
 		w.attrs = w.attrs[:attrBase+countFields(b, fNodeAttr)]
 	}
@@ -157,6 +158,9 @@ func (w *walker) node(b []byte, n *Node) error {
 		vl := protowire.ConsumeFieldValue(num, typ, b[off+tl:])
 		if vl < 0 {
 			return fmt.Errorf("%w: nodedef field %d: %w", ErrMalformed, num, protowire.ParseError(vl))
+		}
+		if num > fNodeDevice && insertAt < 0 {
+			insertAt = w.at(b[off:])
 		}
 		switch num {
 		case fNodeName, fNodeOp, fNodeInput, fNodeDevice, fNodeAttr:
@@ -180,9 +184,7 @@ func (w *walker) node(b []byte, n *Node) error {
 					w.inputs = append(w.inputs, w.s(v))
 				}
 			case fNodeDevice:
-				if n != nil {
-					n.device = w.s(v)
-				}
+				devField = w.at(b[off:])
 			case fNodeAttr:
 				if nAttrs >= w.lim.MaxAttrsPerNode {
 					return fmt.Errorf("%w: more than %d attrs on node %q", ErrLimit, w.lim.MaxAttrsPerNode, name)
@@ -199,6 +201,15 @@ func (w *walker) node(b []byte, n *Node) error {
 			}
 		}
 		off += tl + vl
+	}
+	if n != nil {
+		n.devField = devField
+		if devField < 0 {
+			if insertAt < 0 {
+				insertAt = w.at(b[len(b):])
+			}
+			n.devField = -1 - insertAt
+		}
 	}
 	return nil
 }

@@ -16,8 +16,8 @@ func (g *Graph) Dump(w io.Writer) error {
 		n := &g.nodes[i]
 		b.Reset()
 		fmt.Fprintf(&b, "%s = %s(%s)", n.Name(), n.Op(), strings.Join(n.Inputs(), ", "))
-		if n.device != "" {
-			b.WriteString(" @" + n.device)
+		if dev := n.Device(); dev != "" {
+			b.WriteString(" @" + dev)
 		}
 		if na := n.Attrs(); len(na) > 0 {
 			attrs := make([]Attr, len(na))

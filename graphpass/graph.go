@@ -25,8 +25,9 @@ type Graph struct {
 	// each (ptrsOnce: ptrs; nameOnce: byName; detailOnce: details), and each
 	// node's decoded inputs and attrs are published through an
 	// atomic.Pointer in details, so concurrent readers may share a Graph;
-	// SetDevice writes its Node without a lock, so a pass that changes a Graph
-	// needs it to itself (no reader, no other writer) while it runs.
+	// SetDevice writes its Node and devices without a lock, so a pass that
+	// changes a Graph needs it to itself (no reader, no other writer) while it
+	// runs.
 
 	raw    string // the input; decoded strings are substrings of it
 	buf    []byte // raw's bytes, for protowire; never written
@@ -41,6 +42,11 @@ type Graph struct {
 
 	detailOnce sync.Once // guards the allocation of details
 	details    []atomic.Pointer[nodeDetail]
+
+	// devices are the distinct devices SetDevice gave nodes (a pass sets
+	// a handful), so a node record holds an index, not a string.
+	devices  []string
+	devIndex map[string]int32 // devices' indices, once there are many
 }
 
 // Node is one NodeDef. Name, op, inputs and attrs are read-only; the device
@@ -52,17 +58,22 @@ type Graph struct {
 // record per node. Passes read attrs straight from the bytes.
 type Node struct {
 	g       *Graph
-	device  string // the current device; a substring of g.raw until SetDevice
-	payload int32  // offset of the NodeDef payload in g.raw
-	size    int32  // payload length
+	payload int32 // offset of the NodeDef payload in g.raw
+	size    int32 // payload length
 	nameAt  int32
 	nameLen int32
 	opAt    int32
 	opLen   int32
 	idx     int32 // index in g.nodes
-	tagLen  uint8 // bytes of the node's tag in the GraphDef (at most 10)
-	lenLen  uint8 // bytes of the payload's length prefix (at most 5)
-	changed bool
+	// devField is the offset in g.raw of the node's last device field (its
+	// tag), the device it was decoded with; without one, -1 minus the
+	// offset where Encode inserts one: the first field numbered above 4,
+	// or the payload's end.
+	devField int32
+	// devSet is 0 while the device is the decoded one, else 1 + its index
+	// in g.devices (SetDevice).
+	devSet int32
+	lenLen uint8 // bytes of the payload's length prefix (at most 5)
 }
 
 // bytes returns the node's NodeDef payload, a sub-slice of g.buf.
@@ -182,7 +193,12 @@ func (n *Node) Op() string { return n.g.raw[n.opAt : n.opAt+n.opLen] }
 func (n *Node) Inputs() []string { return n.detail().inputs }
 
 // Device returns the node's requested device ("" when unset).
-func (n *Node) Device() string { return n.device }
+func (n *Node) Device() string {
+	if n.devSet != 0 {
+		return n.g.devices[n.devSet-1]
+	}
+	return n.decodedDevice()
+}
 
 // Attrs returns the decoded attrs in input order. Shared; do not modify.
 // They are decoded on the first call of Inputs, Attrs or Attr on the node.
@@ -213,9 +229,40 @@ func (n *Node) TypeAttr(name string) DataType {
 // SetDevice sets the node's device. Encode rewrites only this field of
 // the node, and only when the value differs from the decoded one.
 func (n *Node) SetDevice(d string) {
-	n.device = d
-	n.changed = d != n.decodedDevice()
+	if d == n.decodedDevice() {
+		n.devSet = 0
+		return
+	}
+	n.devSet = n.g.internDevice(d) + 1
+}
+
+// internDevice returns d's index in g.devices, adding it when new: the
+// graph keeps each distinct device set once, however many nodes and
+// SetDevice calls use it.
+func (g *Graph) internDevice(d string) int32 {
+	const scan = 8 // devices looked up by scanning; a map beyond
+	if g.devIndex == nil {
+		for i := len(g.devices) - 1; i >= 0; i-- {
+			if g.devices[i] == d {
+				return int32(i)
+			}
+		}
+		if len(g.devices) < scan {
+			g.devices = append(g.devices, d)
+			return int32(len(g.devices) - 1)
+		}
+		g.devIndex = make(map[string]int32, 2*scan)
+		for i, dev := range g.devices {
+			g.devIndex[dev] = int32(i)
+		}
+	}
+	if i, ok := g.devIndex[d]; ok {
+		return i
+	}
+	g.devices = append(g.devices, d)
+	g.devIndex[d] = int32(len(g.devices) - 1)
+	return int32(len(g.devices) - 1)
 }
 
 // Changed reports whether the node's device differs from the decoded one.
-func (n *Node) Changed() bool { return n.changed }
+func (n *Node) Changed() bool { return n.devSet != 0 }

@@ -199,7 +199,7 @@ func (p *PinHostCompute) smallConst(n *Node) bool {
 }
 
 func (p *PinHostCompute) isCandidate(n *Node) bool {
-	return !onCPU(n.device) && p.movable(n)
+	return !onCPU(n.Device()) && p.movable(n)
 }
 
 // movable is isCandidate for a node not on a CPU.
@@ -254,7 +254,7 @@ func (s *pinState) reset(p *PinHostCompute, g *Graph) {
 	for i := range g.nodes {
 		n := &g.nodes[i]
 		var f nodeFlags
-		if onCPU(n.device) {
+		if onCPU(n.Device()) {
 			f = flagCPU
 		} else if p.movable(n) {
 			f = flagCandidate | flagIn
@@ -462,15 +462,16 @@ func (p *PinHostCompute) Run(g *Graph, st *Stats) error {
 			continue
 		}
 		n := &g.nodes[i]
-		to, ok := host[n.device]
+		from := n.Device()
+		to, ok := host[from]
 		if !ok {
-			to = p.hostDevice(n.device)
-			host[n.device] = to
+			to = p.hostDevice(from)
+			host[from] = to
 		}
-		if to == n.device {
+		if to == from {
 			continue
 		}
-		st.Changes = append(st.Changes, Change{Node: n.Name(), Op: n.Op(), From: n.device, To: to})
+		st.Changes = append(st.Changes, Change{Node: n.Name(), Op: n.Op(), From: from, To: to})
 		n.SetDevice(to)
 		st.Changed++
 	}
