@@ -145,19 +145,16 @@ func (w *walker) at(v []byte) int32 { return int32(cap(w.buf) - cap(v)) }
 func (w *walker) node(b []byte, n *Node) error {
 	name := ""
 	nAttrs, attrBase := 0, len(w.attrs)
+	var scratch Attr // receives each attr when not filling
 	devField, insertAt := int32(-1), int32(-1)
 	if w.fill {
 		w.attrs = w.attrs[:attrBase+countFields(b, fNodeAttr)]
 	}
 	off := 0
 	for off < len(b) {
-		num, typ, tl := protowire.ConsumeTag(b[off:])
-		if tl < 0 {
-			return fmt.Errorf("%w: nodedef: %w", ErrMalformed, protowire.ParseError(tl))
-		}
-		vl := protowire.ConsumeFieldValue(num, typ, b[off+tl:])
-		if vl < 0 {
-			return fmt.Errorf("%w: nodedef field %d: %w", ErrMalformed, num, protowire.ParseError(vl))
+		num, typ, v, fl, err := consumeField(b[off:])
+		if err != nil {
+			return nodeFieldError(b[off:])
 		}
 		if num > fNodeDevice && insertAt < 0 {
 			insertAt = w.at(b[off:])
@@ -167,7 +164,6 @@ func (w *walker) node(b []byte, n *Node) error {
 			if typ != protowire.BytesType {
 				return fmt.Errorf("%w: nodedef field %d has wire type %d, want bytes", ErrMalformed, num, typ)
 			}
-			v, _ := protowire.ConsumeBytes(b[off+tl:])
 			switch num {
 			case fNodeName:
 				name = w.s(v)
@@ -189,18 +185,18 @@ func (w *walker) node(b []byte, n *Node) error {
 				if nAttrs >= w.lim.MaxAttrsPerNode {
 					return fmt.Errorf("%w: more than %d attrs on node %q", ErrLimit, w.lim.MaxAttrsPerNode, name)
 				}
-				a, err := w.mapEntry(v, 0)
-				if err != nil {
+				a := &scratch
+				if w.fill {
+					a = &w.attrs[attrBase+nAttrs]
+				}
+				if err := w.mapEntry(v, 0, a); err != nil {
 					return err
 				}
 				w.c.attrs++
-				if w.fill {
-					w.attrs[attrBase+nAttrs] = a
-				}
 				nAttrs++
 			}
 		}
-		off += tl + vl
+		off += fl
 	}
 	if n != nil {
 		n.devField = devField
@@ -212,6 +208,17 @@ func (w *walker) node(b []byte, n *Node) error {
 		}
 	}
 	return nil
+}
+
+// nodeFieldError returns the error for the malformed field that NodeDef
+// bytes b start with.
+func nodeFieldError(b []byte) error {
+	num, typ, tl := protowire.ConsumeTag(b)
+	if tl < 0 {
+		return fmt.Errorf("%w: nodedef: %w", ErrMalformed, protowire.ParseError(tl))
+	}
+	vl := protowire.ConsumeFieldValue(num, typ, b[tl:])
+	return fmt.Errorf("%w: nodedef field %d: %w", ErrMalformed, num, protowire.ParseError(vl))
 }
 
 // countFields returns how many fields numbered num message b holds. b has
@@ -229,40 +236,42 @@ func countFields(b []byte, num protowire.Number) int {
 	return n
 }
 
-func (w *walker) mapEntry(b []byte, depth int) (Attr, error) {
-	var a Attr
+// mapEntry decodes an attr map entry into *a (its arena slot, or a
+// scratch Attr when not filling: written in place, not returned, as an
+// Attr is large).
+func (w *walker) mapEntry(b []byte, depth int, a *Attr) error {
+	*a = Attr{}
 	for len(b) > 0 {
 		num, typ, v, n, err := consumeField(b)
 		if err != nil {
-			return a, err
+			return err
 		}
 		b = b[n:]
 		switch num {
 		case fMapKey:
-			if err := wantType(num, typ, protowire.BytesType, "attr entry"); err != nil {
-				return a, err
+			if typ != protowire.BytesType {
+				return wantType(num, typ, protowire.BytesType, "attr entry")
 			}
 			a.Name = w.s(v)
 		case fMapValue:
-			if err := wantType(num, typ, protowire.BytesType, "attr entry"); err != nil {
-				return a, err
+			if typ != protowire.BytesType {
+				return wantType(num, typ, protowire.BytesType, "attr entry")
 			}
-			av, err := w.attrValue(v, depth)
-			if err != nil {
-				return a, fmt.Errorf("attr %q: %w", a.Name, err)
+			if err := w.attrValue(v, depth, &a.Value); err != nil {
+				return fmt.Errorf("attr %q: %w", a.Name, err)
 			}
-			a.Value = av
 		}
 	}
-	return a, nil
+	return nil
 }
 
-func (w *walker) attrValue(b []byte, depth int) (AttrValue, error) {
-	var av AttrValue
+// attrValue decodes AttrValue b into *av.
+func (w *walker) attrValue(b []byte, depth int, av *AttrValue) error {
+	*av = AttrValue{}
 	for len(b) > 0 {
 		num, typ, v, n, err := consumeField(b)
 		if err != nil {
-			return av, err
+			return err
 		}
 		b = b[n:]
 		want := protowire.BytesType
@@ -275,15 +284,15 @@ func (w *walker) attrValue(b []byte, depth int) (AttrValue, error) {
 		default:
 			continue // unknown field: ignored here, kept in the node's bytes
 		}
-		if err := wantType(num, typ, want, "attrvalue"); err != nil {
-			return av, err
+		if typ != want {
+			return wantType(num, typ, want, "attrvalue")
 		}
 		switch num {
 		case fAttrList:
 			av.Kind = AttrList
 			l, err := w.list(v)
 			if err != nil {
-				return av, err
+				return err
 			}
 			w.c.lists++
 			if w.fill {
@@ -304,27 +313,27 @@ func (w *walker) attrValue(b []byte, depth int) (AttrValue, error) {
 		case fAttrShape:
 			s, err := w.shape(v)
 			if err != nil {
-				return av, err
+				return err
 			}
 			av.Kind, av.Shape = AttrShape, s
 		case fAttrTensor:
 			dt, sh, err := w.tensor(v)
 			if err != nil {
-				return av, err
+				return err
 			}
 			av.Kind, av.Type, av.Shape = AttrTensor, dt, sh
 		case fAttrPH:
 			av.Kind, av.S = AttrPlaceholder, w.s(v)
 		case fAttrFunc:
 			if depth+1 > w.lim.MaxDepth {
-				return av, fmt.Errorf("%w: func attrs nested deeper than %d", ErrLimit, w.lim.MaxDepth)
+				return fmt.Errorf("%w: func attrs nested deeper than %d", ErrLimit, w.lim.MaxDepth)
 			}
-			if err := w.funcValue(&av, v, depth); err != nil {
-				return av, err
+			if err := w.funcValue(av, v, depth); err != nil {
+				return err
 			}
 		}
 	}
-	return av, nil
+	return nil
 }
 
 // funcValue decodes a NameAttrList into av: its attrs are contiguous in the
@@ -334,6 +343,7 @@ func (w *walker) funcValue(av *AttrValue, b []byte, depth int) error {
 	av.Kind, av.S = AttrFunc, ""
 	w.c.funcs++
 	var fattrs []Attr
+	var scratch Attr // receives each attr when not filling
 	n, base := 0, len(w.attrs)
 	if w.fill {
 		k := countFields(b, fNameAttrAttr)
@@ -361,14 +371,14 @@ func (w *walker) funcValue(av *AttrValue, b []byte, depth int) error {
 			if n >= w.lim.MaxAttrsPerNode {
 				return fmt.Errorf("%w: more than %d func attrs", ErrLimit, w.lim.MaxAttrsPerNode)
 			}
-			a, err := w.mapEntry(v, depth+1)
-			if err != nil {
+			a := &scratch
+			if w.fill {
+				a = &fattrs[n]
+			}
+			if err := w.mapEntry(v, depth+1, a); err != nil {
 				return err
 			}
 			w.c.attrs++
-			if w.fill {
-				fattrs[n] = a
-			}
 			n++
 		}
 	}

@@ -60,19 +60,28 @@ const (
 
 // consumeField checks and splits off the first field of message b: its
 // number, wire type, value (for bytes fields, the payload; for varints,
-// the encoded varint) and length on the wire. A one-byte tag with a one-byte length or a short varint, the
-// common case, is checked inline; anything else goes through protowire,
-// whose errors it returns wrapped in ErrMalformed.
+// the encoded varint) and length on the wire. A one-byte tag with a
+// one-byte length or a one-byte varint, the common case, is checked here,
+// inlined into the walker's loops; anything else goes through
+// consumeFieldSlow.
 func consumeField(b []byte) (num protowire.Number, typ protowire.Type, v []byte, n int, err error) {
-	if c := b[0]; c < 0x80 && c >= 1<<3 && len(b) >= 2 {
-		num, typ = protowire.Number(c>>3), protowire.Type(c&7)
-		switch l := int(b[1]); {
-		case typ == protowire.BytesType && l < 0x80 && l <= len(b)-2:
-			return num, typ, b[2 : 2+l], 2 + l, nil
-		case typ == protowire.VarintType && l < 0x80:
-			return num, typ, b[1:2], 2, nil
+	if len(b) >= 2 && b[0] < 0x80 && b[0] >= 1<<3 && b[1] < 0x80 {
+		l := int(b[1])
+		switch protowire.Type(b[0] & 7) {
+		case protowire.BytesType:
+			if l <= len(b)-2 {
+				return protowire.Number(b[0] >> 3), protowire.BytesType, b[2 : 2+l], 2 + l, nil
+			}
+		case protowire.VarintType:
+			return protowire.Number(b[0] >> 3), protowire.VarintType, b[1:2], 2, nil
 		}
 	}
+	return consumeFieldSlow(b)
+}
+
+// consumeFieldSlow is consumeField through protowire, whose errors it
+// returns wrapped in ErrMalformed.
+func consumeFieldSlow(b []byte) (num protowire.Number, typ protowire.Type, v []byte, n int, err error) {
 	num, typ, tl := protowire.ConsumeTag(b)
 	if tl < 0 {
 		return 0, 0, nil, 0, fmt.Errorf("%w: %w", ErrMalformed, protowire.ParseError(tl))
