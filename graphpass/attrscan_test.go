@@ -34,13 +34,21 @@ func decodedAllTypesHostFriendly(n *Node) bool {
 	return seen
 }
 
+// decodedSmallConst is smallConst over the decoded attrs.
+func decodedSmallConst(n *Node) bool {
+	v, ok := n.Attr("value")
+	ne := v.Shape.NumElements()
+	return ok && v.Kind == AttrTensor && ne >= 0 && ne <= DefaultMaxConstElements
+}
+
 // checkScanners checks that what passes read from a node's bytes
 // (attrscan.go) agrees with the node's decoded inputs and attrs
 // (detail.go), for every node of g: TypeAttr and the const element count
 // for every attr name, the candidate type check, the inputs and the
-// decoded device.
+// decoded device, and PinHostCompute's candidate check (movable).
 func checkScanners(t *testing.T, g *Graph) {
 	t.Helper()
+	pin := newPin(t, PinOptions{})
 	for _, n := range g.Nodes() {
 		var ins []string
 		for b := n.bytes(); ; {
@@ -55,6 +63,10 @@ func checkScanners(t *testing.T, g *Graph) {
 		}
 		if got, want := allTypesHostFriendly(n), decodedAllTypesHostFriendly(n); got != want {
 			t.Fatalf("node %q: allTypesHostFriendly from bytes %v, decoded %v", n.Name(), got, want)
+		}
+		wantOK := shapeOp(n.Op()) || intOp(n.Op()) && decodedAllTypesHostFriendly(n) && (n.Op() != "Const" || decodedSmallConst(n))
+		if ok, inputs := pin.movable(n); ok != wantOK || ok && inputs != len(n.Inputs()) {
+			t.Fatalf("node %q: movable from bytes %v with %d inputs, decoded %v with %d", n.Name(), ok, inputs, wantOK, len(n.Inputs()))
 		}
 		if !n.Changed() && n.decodedDevice() != n.Device() {
 			t.Fatalf("node %q: decoded device %q, Device %q", n.Name(), n.decodedDevice(), n.Device())

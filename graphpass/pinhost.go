@@ -187,9 +187,12 @@ func (p *PinHostCompute) smallConst(n *Node) bool {
 		return false
 	}
 	v, ok := n.attrValueBytes("value")
-	if !ok {
-		return false
-	}
+	return ok && p.smallTensor(v)
+}
+
+// smallTensor reports whether AttrValue v is a tensor of at most
+// MaxConstElements elements.
+func (p *PinHostCompute) smallTensor(v []byte) bool {
 	num, t := lastValueField(v)
 	if num != fAttrTensor {
 		return false
@@ -199,22 +202,75 @@ func (p *PinHostCompute) smallConst(n *Node) bool {
 }
 
 func (p *PinHostCompute) isCandidate(n *Node) bool {
-	return !onCPU(n.Device()) && p.movable(n)
-}
-
-// movable is isCandidate for a node not on a CPU.
-func (p *PinHostCompute) movable(n *Node) bool {
-	op := n.Op()
-	if shapeOp(op) {
-		return true
-	}
-	if !intOp(op) || !allTypesHostFriendly(n) {
+	if onCPU(n.Device()) {
 		return false
 	}
-	if op == "Const" {
-		return p.smallConst(n)
+	ok, _ := p.movable(n)
+	return ok
+}
+
+// movable is isCandidate for a node not on a CPU. For a candidate it also
+// returns the number of its inputs (data and control), counted in the
+// same walk over its bytes, which reads every attr once: the checks of
+// allTypesHostFriendly and, for a Const, smallConst's.
+func (p *PinHostCompute) movable(n *Node) (ok bool, inputs int) {
+	op := n.Op()
+	b := n.bytes()
+	if shapeOp(op) {
+		return true, countInputs(b)
 	}
-	return true
+	if !intOp(op) {
+		return false, 0
+	}
+	isConst := op == "Const"
+	seen := false
+	var value []byte // a Const's last "value" attr
+	hasValue := false
+	for len(b) > 0 {
+		num, entry, _, rest := nextField(b)
+		b = rest
+		if num == fNodeInput {
+			inputs++
+		}
+		if num != fNodeAttr {
+			continue
+		}
+		var key, val []byte
+		for len(entry) > 0 {
+			k, v, _, er := nextField(entry)
+			switch k {
+			case fMapKey:
+				key = v
+			case fMapValue:
+				val = v
+			}
+			entry = er
+		}
+		if isConst && string(key) == "value" {
+			value, hasValue = val, true
+		}
+		switch num, v := lastValueField(val); num {
+		case fAttrType:
+			seen = true
+			if !DataType(varint(v)).hostFriendly() {
+				return false, 0
+			}
+		case fAttrList:
+			s, ok := listTypesHostFriendly(v)
+			seen = seen || s
+			if !ok {
+				return false, 0
+			}
+		case fAttrTensor:
+			if !tensorDtype(v).hostFriendly() {
+				return false, 0
+			}
+		}
+	}
+	if !seen || isConst && !(hasValue && p.smallTensor(value)) {
+		return false, 0
+	}
+	return true, inputs
 }
 
 // pinState is the working state of one run. Its slices are reused by
@@ -256,10 +312,10 @@ func (s *pinState) reset(p *PinHostCompute, g *Graph) {
 		var f nodeFlags
 		if onCPU(n.Device()) {
 			f = flagCPU
-		} else if p.movable(n) {
+		} else if ok, k := p.movable(n); ok {
 			f = flagCandidate | flagIn
 			cands++
-			inputs += countInputs(n.bytes())
+			inputs += k
 		}
 		s.flags[i] = f
 	}
