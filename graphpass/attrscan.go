@@ -51,10 +51,31 @@ func nextField(b []byte) (num protowire.Number, v []byte, n int, rest []byte) {
 	return num, v, n, b[n:]
 }
 
+// shortField splits the first field off checked message b when its tag
+// is one byte and it is a bytes field with a one-byte length or a one-byte
+// varint, the common cases: small enough to be inlined into the loops
+// below, which fall back to nextField when ok is false.
+func shortField(b []byte) (num protowire.Number, v, rest []byte, ok bool) {
+	if len(b) < 2 || b[0] >= 0x80 || b[1] >= 0x80 {
+		return 0, nil, nil, false
+	}
+	switch b[0] & 7 {
+	case 2:
+		end := 2 + int(b[1])
+		return protowire.Number(b[0] >> 3), b[2:end], b[end:], true
+	case 0:
+		return protowire.Number(b[0] >> 3), b[1:2], b[2:], true
+	}
+	return 0, nil, nil, false
+}
+
 // lastField returns the value of the last field numbered num in b.
 func lastField(b []byte, num protowire.Number) (v []byte, ok bool) {
 	for len(b) > 0 {
-		n, fv, _, rest := nextField(b)
+		n, fv, rest, short := shortField(b)
+		if !short {
+			n, fv, _, rest = nextField(b)
+		}
 		if n == num {
 			v, ok = fv, true
 		}
@@ -67,13 +88,19 @@ func lastField(b []byte, num protowire.Number) (v []byte, ok bool) {
 // NodeDef bytes b, and the bytes after it; ok is false when there is none.
 func nextAttr(b []byte) (key, value, rest []byte, ok bool) {
 	for len(b) > 0 {
-		num, entry, _, r := nextField(b)
+		num, entry, r, short := shortField(b)
+		if !short {
+			num, entry, _, r = nextField(b)
+		}
 		b = r
 		if num != fNodeAttr {
 			continue
 		}
 		for len(entry) > 0 {
-			n, v, _, er := nextField(entry)
+			n, v, er, short := shortField(entry)
+			if !short {
+				n, v, _, er = nextField(entry)
+			}
 			switch n {
 			case fMapKey:
 				key = v
@@ -105,7 +132,10 @@ func (n *Node) attrValueBytes(name string) (value []byte, ok bool) {
 // known field) and that member's value; 0 when none is.
 func lastValueField(b []byte) (num protowire.Number, v []byte) {
 	for len(b) > 0 {
-		n, fv, _, rest := nextField(b)
+		n, fv, rest, short := shortField(b)
+		if !short {
+			n, fv, _, rest = nextField(b)
+		}
 		if n >= fAttrList && n <= fAttrFunc {
 			num, v = n, fv
 		}
@@ -119,7 +149,10 @@ func lastValueField(b []byte) (num protowire.Number, v []byte) {
 func listTypesHostFriendly(b []byte) (seen, ok bool) {
 	ok = true
 	for len(b) > 0 {
-		num, v, _, rest := nextField(b)
+		num, v, rest, short := shortField(b)
+		if !short {
+			num, v, _, rest = nextField(b)
+		}
 		b = rest
 		if num != fListType {
 			continue
@@ -148,7 +181,10 @@ func tensorElements(b []byte) int64 {
 	shape, _ := lastField(b, fTensorShape)
 	n, unknown := int64(1), false
 	for len(shape) > 0 {
-		num, v, _, rest := nextField(shape)
+		num, v, rest, short := shortField(shape)
+		if !short {
+			num, v, _, rest = nextField(shape)
+		}
 		shape = rest
 		switch num {
 		case fShapeDim:
@@ -202,7 +238,10 @@ func (n *Node) deviceField() (at, length int) {
 // it; ok is false when there is none.
 func (g *Graph) nextInput(b []byte) (in string, rest []byte, ok bool) {
 	for len(b) > 0 {
-		num, v, _, r := nextField(b)
+		num, v, r, short := shortField(b)
+		if !short {
+			num, v, _, r = nextField(b)
+		}
 		if num == fNodeInput {
 			return g.str(v), r, true
 		}
@@ -232,7 +271,10 @@ func (n *Node) dataInputs() int {
 func countInputs(b []byte) int {
 	k := 0
 	for len(b) > 0 {
-		num, _, _, rest := nextField(b)
+		num, _, rest, short := shortField(b)
+		if !short {
+			num, _, _, rest = nextField(b)
+		}
 		if num == fNodeInput {
 			k++
 		}

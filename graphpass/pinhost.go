@@ -227,7 +227,10 @@ func (p *PinHostCompute) movable(n *Node) (ok bool, inputs int) {
 	var value []byte // a Const's last "value" attr
 	hasValue := false
 	for len(b) > 0 {
-		num, entry, _, rest := nextField(b)
+		num, entry, rest, short := shortField(b)
+		if !short {
+			num, entry, _, rest = nextField(b)
+		}
 		b = rest
 		if num == fNodeInput {
 			inputs++
@@ -237,7 +240,10 @@ func (p *PinHostCompute) movable(n *Node) (ok bool, inputs int) {
 		}
 		var key, val []byte
 		for len(entry) > 0 {
-			k, v, _, er := nextField(entry)
+			k, v, er, short := shortField(entry)
+			if !short {
+				k, v, _, er = nextField(entry)
+			}
 			switch k {
 			case fMapKey:
 				key = v
