@@ -219,7 +219,11 @@ func (n *Node) decodedDevice() string {
 	if n.devField < 0 {
 		return ""
 	}
-	_, v, _, _ := nextField(n.g.buf[n.devField:])
+	b := n.g.buf[n.devField:]
+	_, v, _, short := shortField(b)
+	if !short {
+		_, v, _, _ = nextField(b)
+	}
 	return n.g.str(v)
 }
 
@@ -230,7 +234,11 @@ func (n *Node) deviceField() (at, length int) {
 	if n.devField < 0 {
 		return int(-1 - n.devField), 0
 	}
-	_, _, fl, _ := nextField(n.g.buf[n.devField:])
+	b := n.g.buf[n.devField:]
+	if _, _, rest, short := shortField(b); short {
+		return int(n.devField), len(b) - len(rest)
+	}
+	_, _, fl, _ := nextField(b)
 	return int(n.devField), fl
 }
 
