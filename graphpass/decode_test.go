@@ -96,7 +96,8 @@ func TestDecodeErrors(t *testing.T) {
 
 // FuzzDecode: any input either fails with ErrMalformed or ErrLimit, or
 // round-trips byte for byte, reads the same from its bytes as decoded
-// (checkScanners), re-decodes after every device is changed, and, where
+// (checkScanners), is planned by PinHostCompute as the reference plan
+// does (checkPlan), re-decodes after every device is changed, and, where
 // protobuf-go accepts it, decodes with protobuf-go's generated types to the
 // input with the new devices (checkWireEquivalent).
 func FuzzDecode(f *testing.F) {
@@ -119,6 +120,7 @@ func FuzzDecode(f *testing.F) {
 			t.Fatal("round trip differs")
 		}
 		checkScanners(t, g)
+		checkPlan(t, newPin(t, PinOptions{}), g)
 		for _, n := range g.Nodes() {
 			n.SetDevice("/device:CPU:0")
 		}

@@ -35,8 +35,10 @@ func runPin(t *testing.T, nodes []gd.Node, opts PinOptions) (*Graph, Stats) {
 	if opts.Getenv == nil {
 		opts.Getenv = func(string) string { return "" }
 	}
+	p := newPin(t, opts)
+	checkPlan(t, p, g)
 	var st Stats
-	if err := newPin(t, opts).Run(g, &st); err != nil {
+	if err := p.Run(g, &st); err != nil {
 		t.Fatal(err)
 	}
 	return g, st
