@@ -84,7 +84,7 @@ type PinOptions struct {
 }
 
 // PinHostCompute is the pin-host-compute pass. It holds its options and
-// the working memory of its last run, which the next run reuses (about 50
+// the working memory of its last run, which the next run reuses (about 32
 // bytes per node of the largest graph it has run on, until the pass is
 // dropped). It is safe for concurrent use on different graphs.
 type PinHostCompute struct {
@@ -282,7 +282,7 @@ func (p *PinHostCompute) movable(n *Node) (ok bool, inputs int) {
 // pinState is the working state of one run. Its slices are reused by
 // later runs (PinHostCompute.spare), so a run allocates nothing in
 // proportion to the graph but its Stats.Changes. It holds one byte of
-// flags per node, the edge index (edges.go) and a worklist: about 20 bytes
+// flags per node, the edge index (edges.go) and a worklist: about 32 bytes
 // per node of a model-shaped graph.
 type pinState struct {
 	p     *PinHostCompute
