@@ -48,15 +48,17 @@ func graphpassSuite() Suite {
 				allocs = append(allocs, float64(ms1.TotalAlloc-ms0.TotalAlloc)/float64(len(pb)))
 				moved = st.Changed
 			}
-			m := Measurement{Case: fmt.Sprintf("decode+pass+encode, %d nodes", nodes), Unit: "ms", Ours: report.NewStat(times...).Median}
-			if nodes == 100_000 {
-				m.Goal = goalGraphpassTime
-			}
-			out.Measurements = append(out.Measurements, m,
+			// No time goal here: since issue 41 it is a ratio to protobuf-go's
+			// decode + encode, which needs graphpass's internal generated types.
+			// The first rep runs a new pass (cold), the rest reuse its memory.
+			out.Measurements = append(out.Measurements,
+				Measurement{Case: fmt.Sprintf("decode+pass+encode, %d nodes", nodes), Unit: "ms", Ours: report.NewStat(times...).Median},
 				Measurement{Case: "bytes allocated per input byte", Unit: "x",
-					Ours: report.NewStat(allocs...).Median, Goal: goalGraphpassAlloc},
+					Ours: report.NewStat(allocs[1:]...).Median, Goal: goalGraphpassAlloc},
+				Measurement{Case: "same, cold (a new pass)", Unit: "x", Ours: allocs[0], Goal: goalGraphpassAlloc},
 				Measurement{Case: "nodes moved to host", Unit: "nodes", Ours: float64(moved)},
 				Measurement{Case: "graph size", Unit: "MB", Ours: float64(len(pb)) / 1e6})
+			out.Notes = append(out.Notes, "graphpass: the time goal, at most 0.15x protobuf-go's decode + encode of the same graph, is measured by graphpass's BenchmarkDecodePassEncode100k")
 			return out, nil
 		},
 	}
