@@ -159,3 +159,35 @@ func TestDecodeMemoryRealistic(t *testing.T) {
 		t.Errorf("decoding the details allocated %d bytes, counted %d", details, counted)
 	}
 }
+
+// TestPipelineAllocationPerInputByte: decode + PinHostCompute + encode of
+// the model graph allocates at most 3 bytes per input byte (issue 41's
+// goal), cold (the first run of a new pass, which allocates its working
+// memory) as well as steady (a pass reusing it). Allocation, unlike time,
+// does not depend on the machine, so this is a test; the benchmark reports
+// the same figures for the 100k graph.
+func TestPipelineAllocationPerInputByte(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's instrumentation allocates besides the code's own")
+	}
+	pb := gdtest.Model(20_000)
+	opts := PinOptions{Getenv: func(string) string { return "" }}
+	run := func(p *PinHostCompute) {
+		g, err := Decode(pb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st Stats
+		if err := p.Run(g, &st); err != nil || st.Changed == 0 {
+			t.Fatalf("pass: %v, %d moved", err, st.Changed)
+		}
+		_ = g.Encode()
+	}
+	p := newPin(t, opts)
+	cold := float64(allocated(func() { run(p) })) / float64(len(pb))
+	steady := float64(allocated(func() { run(p) })) / float64(len(pb))
+	t.Logf("%d bytes: %.3f bytes allocated per input byte cold, %.3f steady", len(pb), cold, steady)
+	if cold > 3 || steady > 3 {
+		t.Errorf("allocated %.3f (cold) and %.3f (steady) bytes per input byte, want at most 3 for both", cold, steady)
+	}
+}

@@ -147,14 +147,14 @@ func resize[T any](s []T, n int) []T {
 }
 
 // nameTable maps node names to the index of the first node of that name:
-// open addressing over node indices, at most four fifths full, so it costs
-// about six bytes a node. A slot holds the node index + 1 in its low bits
+// open addressing over node indices, four fifths full, so it costs five
+// bytes a node whatever the node count (a power-of-two size would cost
+// between four and eight). A slot holds the node index + 1 in its low bits
 // and, above them, a fingerprint of the name's hash, so a probe compares
 // the name in the graph's bytes only when the fingerprint matches.
 type nameTable struct {
 	seed    maphash.Seed
 	slots   []uint32 // fingerprint<<idxBits | node index + 1; 0 is empty
-	mask    uint64
 	idxBits uint
 }
 
@@ -162,19 +162,14 @@ func (t *nameTable) build(nodes []Node) {
 	if t.slots == nil {
 		t.seed = maphash.MakeSeed()
 	}
-	size := 16
-	for size < len(nodes)+len(nodes)/4+1 {
-		size *= 2
-	}
-	t.slots = resize(t.slots, size)
+	t.slots = resize(t.slots, len(nodes)+len(nodes)/4+16)
 	clear(t.slots)
-	t.mask = uint64(size - 1)
 	t.idxBits = uint(bits.Len32(uint32(len(nodes)))) // nodes < 2^31: at least one fingerprint bit
 	for i := range nodes {
 		name := nodes[i].Name()
 		h := maphash.String(t.seed, name)
 		fp := t.fingerprint(h)
-		for at := h & t.mask; ; at = (at + 1) & t.mask {
+		for at := t.home(h); ; at = t.next(at) {
 			v := t.slots[at]
 			if v == 0 {
 				t.slots[at] = fp | uint32(i+1)
@@ -189,17 +184,32 @@ func (t *nameTable) build(nodes []Node) {
 
 func (t *nameTable) idxMask() uint32 { return 1<<t.idxBits - 1 }
 
-// fingerprint returns the high bits of h, where a slot keeps them: the
-// low bits of h choose the slot.
+// home returns the slot h probes first: h scaled to the table's size
+// (the high word of h * size), which needs no power-of-two size.
+func (t *nameTable) home(h uint64) int {
+	hi, _ := bits.Mul64(h, uint64(len(t.slots)))
+	return int(hi)
+}
+
+// next returns the slot after at, wrapping around.
+func (t *nameTable) next(at int) int {
+	if at++; at == len(t.slots) {
+		return 0
+	}
+	return at
+}
+
+// fingerprint returns the low bits of h above the index bits: home takes
+// its slot from h's high bits.
 func (t *nameTable) fingerprint(h uint64) uint32 {
-	return uint32(h>>32) &^ t.idxMask()
+	return uint32(h) &^ t.idxMask()
 }
 
 // lookup returns the index of the first node named name, or -1.
 func (t *nameTable) lookup(nodes []Node, name string) int32 {
 	h := maphash.String(t.seed, name)
 	fp, im := t.fingerprint(h), t.idxMask()
-	for at := h & t.mask; ; at = (at + 1) & t.mask {
+	for at := t.home(h); ; at = t.next(at) {
 		v := t.slots[at]
 		if v == 0 {
 			return -1
