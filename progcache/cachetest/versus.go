@@ -22,10 +22,13 @@ type Side struct {
 //
 // It reports, per operation, the median of each side over the rounds
 // (ours.Name-ns/op, base.Name-ns/op) and the median of the rounds'
-// ratios ours/base ("ours.Name/base.Name") with its 10th and 90th
+// ratios base/ours, "better-than-<base.Name>-x", with its 10th and 90th
 // percentiles ("-p10", "-p90"): the spread a loaded machine gives it.
-// Medians, because a round preempted on a busy machine moves a mean but
-// not a median.
+// The ratio is how many times better ours is than the baseline, the
+// direction of every ratio accelkit's benchmarks and accbench print:
+// above 1 ours wins, and a goal of "at most 1.1x the baseline's time" is
+// better-than-<base>-x >= 1/1.1 = 0.909. Medians, because a round
+// preempted on a busy machine moves a mean but not a median.
 func Versus(b *testing.B, batch int, ours, base Side) {
 	b.Helper()
 	if batch < 1 {
@@ -56,17 +59,28 @@ func Versus(b *testing.B, batch int, ours, base Side) {
 	}
 	ratios := make([]float64, len(to))
 	for i := range to {
-		ratios[i] = float64(to[i]) / float64(max(tb[i], 1))
+		ratios[i] = BetterThan(tb[i], to[i])
 	}
 	slices.Sort(ratios)
 	per := func(d []time.Duration) float64 {
 		slices.Sort(d)
 		return float64(d[len(d)/2].Nanoseconds()) / float64(batch)
 	}
-	name := ours.Name + "/" + base.Name
+	name := BetterThanMetric(base.Name)
 	b.ReportMetric(per(to), ours.Name+"-ns/op")
 	b.ReportMetric(per(tb), base.Name+"-ns/op")
 	b.ReportMetric(ratios[len(ratios)/2], name)
 	b.ReportMetric(ratios[len(ratios)/10], name+"-p10")
 	b.ReportMetric(ratios[len(ratios)*9/10], name+"-p90")
 }
+
+// BetterThan is how many times better ours is than base, both times of
+// the same work: base/ours, above 1 when ours took less. A zero time
+// counts as 1ns, so the ratio stays finite.
+func BetterThan(base, ours time.Duration) float64 {
+	return float64(max(base, 1)) / float64(max(ours, 1))
+}
+
+// BetterThanMetric is the benchmark metric name of a ratio against the
+// baseline named base: "better-than-<base>-x".
+func BetterThanMetric(base string) string { return "better-than-" + base + "-x" }

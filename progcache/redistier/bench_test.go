@@ -99,8 +99,9 @@ func (s benchSetup) stored(b *testing.B) benchSetup {
 // BenchmarkGet times a remote hit (Cache.Get: GET and record check; the
 // code is handed over in the reply's bytes) and, in rounds whose order
 // alternates on the same loopback server, the baseline: a raw go-redis
-// GET of the same record bytes under another key. get/raw is our
-// overhead (issue goal: at most 1.2 at 64 KiB, sealed).
+// GET of the same record bytes under another key. better-than-raw-x, the
+// raw GET's time over ours, shows our overhead (issue goal: at most 1.2x
+// the raw GET's time at 64 KiB, sealed: better-than-raw-x >= 0.833).
 func BenchmarkGet(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, bc := range benchCases() {
@@ -120,8 +121,9 @@ func BenchmarkGet(b *testing.B) {
 
 // BenchmarkPut times Cache.Put (record encoding with its checksum or MAC,
 // then SET) and, in rounds whose order alternates, the baseline: a raw
-// go-redis SET of the same record bytes. put/raw is our overhead (issue
-// goal: at most 1.2 at 64 KiB, sealed).
+// go-redis SET of the same record bytes. better-than-raw-x, the raw SET's
+// time over ours, shows our overhead (issue goal: at most 1.2x the raw
+// SET's time at 64 KiB, sealed: better-than-raw-x >= 0.833).
 func BenchmarkPut(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, bc := range benchCases() {
@@ -134,8 +136,8 @@ func BenchmarkPut(b *testing.B) {
 
 // besideRaw runs ours and raw in rounds whose order alternates
 // (cachetest.Versus) and reports the medians of what-ns/op and
-// raw-ns/op, and what/raw with its 10th and 90th percentiles. Either
-// failing ends the benchmark.
+// raw-ns/op, and better-than-raw-x (raw's time over ours) with its 10th
+// and 90th percentiles. Either failing ends the benchmark.
 func besideRaw(b *testing.B, size int, what string, ours, raw func() error) {
 	b.SetBytes(int64(2 * size)) // a round moves the bytes twice
 	cachetest.Versus(b, 1, cachetest.Side{Name: what, Run: func() {
@@ -151,8 +153,8 @@ func besideRaw(b *testing.B, size int, what string, ours, raw func() error) {
 
 // BenchmarkPrefetch times a Prefetch of 1,000 stored keys of 4 KiB and,
 // alternately in the same loop, the baseline: 1,000 Cache.Get calls of
-// the same keys, one round trip each. prefetch/gets is the warm start's
-// saving.
+// the same keys, one round trip each. better-than-gets-x, the Gets' time
+// over the Prefetch's, is the warm start's saving.
 func BenchmarkPrefetch(b *testing.B) {
 	srv := redistest.Start(b)
 	c := openCache(b, srv.Client(b), redistier.Options{Timeout: 5 * time.Second})
@@ -182,13 +184,14 @@ func BenchmarkPrefetch(b *testing.B) {
 	n := float64(b.N)
 	b.ReportMetric(float64(pre.Nanoseconds())/n, "prefetch-ns/op")
 	b.ReportMetric(float64(gets.Nanoseconds())/n, "gets-ns/op")
-	b.ReportMetric(float64(pre)/float64(gets), "prefetch/gets")
+	b.ReportMetric(cachetest.BetterThan(gets, pre), cachetest.BetterThanMetric("gets"))
 }
 
 // BenchmarkParallelGet times 32 goroutines each making 16 Cache.Get hits
 // of 64 KiB entries and, alternately in the same loop, the baseline: the
 // same goroutines making 16 raw GETs each of the same record bytes.
-// Reports both throughputs and ours/raw (of time per round).
+// Reports both throughputs and better-than-raw-x (the raw round's time
+// over ours: our throughput over raw's).
 func BenchmarkParallelGet(b *testing.B) {
 	const goroutines, perG, size = 32, 16, 64 << 10
 	srv := redistest.Start(b)
@@ -223,7 +226,7 @@ func BenchmarkParallelGet(b *testing.B) {
 	ops := float64(b.N * goroutines * perG)
 	b.ReportMetric(ops/ours.Seconds(), "get-ops/s")
 	b.ReportMetric(ops/base.Seconds(), "raw-ops/s")
-	b.ReportMetric(float64(ours)/float64(base), "get/raw")
+	b.ReportMetric(cachetest.BetterThan(base, ours), cachetest.BetterThanMetric("raw"))
 }
 
 // BenchmarkRecordWork times the work on a record that a remote Get and
@@ -232,10 +235,13 @@ func BenchmarkParallelGet(b *testing.B) {
 // client: in get/..., progcache.ViewRecord of a fetched record (its
 // CRC-32C, HMAC-SHA-256 or AES-GMAC pass, and its structure) beside a raw GET of
 // the same bytes; in set/..., progcache.AppendRecord into a reused buffer
-// (the copy of the code and the check) beside a raw SET of them. The
-// ratios are the least that BenchmarkGet's get/raw and BenchmarkPut's
-// put/raw can exceed 1 by: where one is over 0.2, the issue's 1.2x is out
-// of reach for that record kind on this machine.
+// (the copy of the code and the check) beside a raw SET of them. Here
+// better-than-raw-x is the raw call's time over the record work's: the
+// work costs 1/better-than-raw-x of a raw call, the least that
+// BenchmarkGet's and BenchmarkPut's time can exceed the raw call's by.
+// Where it is under 5 (the work over 0.2 of a raw call), the issue's
+// "at most 1.2x the raw call's time" is out of reach for that record kind
+// on this machine.
 func BenchmarkRecordWork(b *testing.B) {
 	srv := redistest.Start(b)
 	for _, bc := range benchCases() {
