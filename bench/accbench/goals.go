@@ -108,9 +108,11 @@ var (
 	// throughput at least 2x.
 	goalWrlruLatency    = Goal{MinRatio: 1 / 1.5}
 	goalWrlruThroughput = Goal{MinRatio: 2}
-	// graphpass: the 100k-node graph in under 150 ms, allocating at most
-	// 3 bytes per input byte.
-	goalGraphpassTime  = Goal{OursBelow: 150}
+	// graphpass: at most 3 bytes allocated per input byte, cold and
+	// steady. Its time goal (issue 41), at least 6.67x better than
+	// protobuf-go's decode + encode of the same graph (at most 0.15x its
+	// time), is measured by graphpass's own benchmark, which has the
+	// generated protobuf-go types; the suite says so in a note.
 	goalGraphpassAlloc = Goal{OursAtMost: 3}
 	// Against the peers (-peers): devalloc's hit path at most half
 	// PyTorch's time; hostpin no slower than PyTorch's

@@ -58,7 +58,7 @@ func graphpassSuite() Suite {
 				Measurement{Case: "same, cold (a new pass)", Unit: "x", Ours: allocs[0], Goal: goalGraphpassAlloc},
 				Measurement{Case: "nodes moved to host", Unit: "nodes", Ours: float64(moved)},
 				Measurement{Case: "graph size", Unit: "MB", Ours: float64(len(pb)) / 1e6})
-			out.Notes = append(out.Notes, "graphpass: the time goal, at most 0.15x protobuf-go's decode + encode of the same graph, is measured by graphpass's BenchmarkDecodePassEncode100k")
+			out.Notes = append(out.Notes, "graphpass: the time goal, at least 6.67x better than protobuf-go's decode + encode of the same graph (at most 0.15x its time), is measured by graphpass's BenchmarkDecodePassEncode100k (better-than-protobuf-x)")
 			return out, nil
 		},
 	}
