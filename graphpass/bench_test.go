@@ -42,8 +42,8 @@ const pairedRounds = 9
 // Reported, medians over the rounds: ours-ms, cold-ms, protobuf-ms;
 // better-than-protobuf-x (protobuf/ours per round; goal >= 6.67, that is
 // at most 0.15x protobuf-go's time) with its lowest and highest round
-// (better-than-protobuf-x-lo, -hi) and cold-better-than-protobuf-x (same
-// goal); alloc/input and cold-alloc/input (bytes allocated per input byte;
+// (better-than-protobuf-x-lo, -hi) and cold-better-than-protobuf-x;
+// alloc/input and cold-alloc/input (bytes allocated per input byte;
 // goal <= 3 for both), protobuf-alloc/input and
 // alloc-better-than-protobuf-x (protobuf's allocation over ours steady);
 // load1, the one-minute load average when the rounds ended (Linux), since
