@@ -52,8 +52,11 @@ package devalloc
 //   whole segments of the large pool, any stream, are released oldest
 //   freed first until they cover it; with expandable segments, other
 //   streams' free large-pool pages are unmapped before mapping (only
-//   streams with no queued work: that path holds mu and never waits). PyTorch
-//   keeps them until an allocation fails, when the peak is already there.
+//   streams with no queued work: that path holds mu and never waits), and
+//   only as many as the mapping would take past the most ever reserved:
+//   below that mark an unmap lowers no peak and the owner maps the page
+//   again later. PyTorch keeps them until an allocation fails, when the
+//   peak is already there.
 // - garbage_collection_threshold: before growing, when reserved memory
 //   would pass that fraction of the limit, release cached whole segments,
 //   the ones freed longest ago first.
@@ -162,7 +165,11 @@ type Allocator struct {
 
 	reserved atomic.Uint64 // bytes reserved from the device (limit accounting)
 	limit    atomic.Uint64 // 0: no limit
-	clock    atomic.Uint64 // allocator misses so far
+	// highWater is the most memory ever reserved (ResetPeakStats leaves it
+	// alone): with expandable segments, release-before-growing unmaps only
+	// what would take reserved memory past it (releaseTarget).
+	highWater atomic.Uint64
+	clock     atomic.Uint64 // allocator misses so far
 
 	// hist is rec while RecordHistory records anything, else nil: the
 	// hot paths' test, guarded by mu. rec is set by New and never

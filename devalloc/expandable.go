@@ -26,6 +26,7 @@ package devalloc
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/accelkit/accelkit/driver"
@@ -225,18 +226,30 @@ func (a *Allocator) mapNeed(b *block, rsize uint64) uint64 {
 // releaseOthersLocked is release-before-growing for expandable segments:
 // before fs maps need more bytes, it unmaps the free whole pages that
 // other streams' large-pool ranges hold, oldest freed first, until they
-// cover need. It runs under a.mu, so it never waits: only pages of
-// streams whose queued work has all finished (Stream.Query) are taken,
-// and a busy stream's pages stay for a later grow (EmptyCache and the OOM
-// path synchronise instead). The free pages of fs's own ranges stay
-// mapped: the run being grown may take them, and a later request of fs
-// merges them with new pages, which is what keeps expandable segments
-// unfragmented. a.mu held.
+// cover the part of need that would take reserved memory past its
+// high-water mark (releaseTarget), and no more: an unmap under the mark
+// lowers no peak, and its owner maps the page again at its next large
+// request (on the training trace, 14 pages a step at the same peak). It
+// runs under a.mu, so it never waits: only pages of streams whose queued
+// work has all finished (Stream.Query) are taken, and a busy stream's
+// pages stay for a later grow (EmptyCache and the OOM path synchronise
+// instead). The free pages of fs's stream stay mapped, those of its
+// large-pool ranges too when fs is its small pool: the run being grown
+// may take them, and a later request of the stream merges them with new
+// pages, which is what keeps expandable segments unfragmented. a.mu held.
 func (a *Allocator) releaseOthersLocked(fs *freeSet, need uint64) {
+	if need = a.releaseTarget(need); need == 0 {
+		return
+	}
 	l := &a.rel.page[0]
-	mine := 0
-	if !fs.small {
-		mine = fs.free.onPage
+	// The stream's own large-pool pages stay, for its small pool's grows
+	// too: the stream maps them again at its next large request.
+	own, mine := fs, 0
+	if fs.small {
+		own = a.lookupLocked(fs.id, false)
+	}
+	if own != nil {
+		mine = own.free.onPage
 	}
 	if l.n == mine {
 		return
@@ -245,12 +258,12 @@ func (a *Allocator) releaseOthersLocked(fs *freeSet, need uint64) {
 	var released int64
 	var idle, busy []*freeSet // owners asked, by answer
 	for b := l.head; b != nil && freed < need; {
-		// unmapFreeLocked takes b off the list and puts no block of less
-		// than a page on it, so the next one stays valid.
+		// unmapFreeLocked takes b off the list and puts on it at most
+		// the mapped rest of b, at the tail, so the next one stays valid.
 		a.visits++
 		next := b.rnext
 		owner := b.seg.set
-		if owner != fs && !slices.Contains(busy, owner) && !slices.Contains(idle, owner) {
+		if owner != own && !slices.Contains(busy, owner) && !slices.Contains(idle, owner) {
 			// A stream whose work failed will never run it: its memory
 			// may go, as in freeSegments.
 			if done, err := owner.stream.Query(); done || err != nil {
@@ -259,10 +272,10 @@ func (a *Allocator) releaseOthersLocked(fs *freeSet, need uint64) {
 				busy = append(busy, owner)
 			}
 		}
-		if owner != fs && slices.Contains(idle, owner) {
+		if owner != own && slices.Contains(idle, owner) {
 			// A failed unmap leaves the pages mapped and counted; the
 			// grow goes on either way.
-			n, _ := a.unmapFreeLocked(owner, b)
+			n, _ := a.unmapFreeLocked(owner, b, need-freed)
 			if n > 0 {
 				freed += n
 				released++
@@ -330,6 +343,7 @@ func (a *Allocator) mapHoleLocked(fs *freeSet, h *block, n uint64) (*block, erro
 		a.unreserve(n)
 		return nil, err
 	}
+	a.raiseHighWater()
 	a.setRangeEmptyLocked(seg, false)
 	seg.exp.removeHole(h)
 	if n < h.size {
@@ -392,7 +406,7 @@ func (a *Allocator) shrinkLocked() error {
 				synced[fs] = true
 				_ = fs.stream.Synchronize() // as in freeSegments
 			}
-			if _, err := a.unmapFreeLocked(fs, b); err != nil {
+			if _, err := a.unmapFreeLocked(fs, b, math.MaxUint64); err != nil {
 				errs = append(errs, err)
 			}
 			b = next
@@ -417,17 +431,23 @@ func (a *Allocator) shrinkLocked() error {
 	return errors.Join(errs...)
 }
 
-// unmapFreeLocked unmaps the whole pages inside free block b, leaving any
-// partial pages at its ends as smaller free blocks, and merges the new hole
-// with neighbouring holes. It returns how many bytes it unmapped. a.mu
-// held.
-func (a *Allocator) unmapFreeLocked(fs *freeSet, b *block) (uint64, error) {
+// unmapFreeLocked unmaps the whole pages inside free block b, the last
+// ones of them that cover at most bytes (rounded up to pages), leaving
+// what stays mapped at its ends as smaller free blocks, and merges the new
+// hole with neighbouring holes. It returns how many bytes it unmapped.
+// a.mu held.
+func (a *Allocator) unmapFreeLocked(fs *freeSet, b *block, bytes uint64) (uint64, error) {
 	seg := b.seg
 	off := uint64(b.ptr - seg.ptr)
 	begin := a.roundPage(off)
 	end := (off + b.size) / a.gran * a.gran
-	if begin >= end {
+	if begin >= end || bytes == 0 {
 		return 0, nil
+	}
+	if end-begin > bytes {
+		// Only the top pages: the rest stays mapped, as one free block
+		// before the hole, for the owner's next request.
+		begin = end - a.roundPage(bytes)
 	}
 	n := end - begin
 	unmapped, releaseErr := seg.exp.unmapPages(seg.ptr+driver.Ptr(begin), n)

@@ -69,5 +69,35 @@ func (a *Allocator) deviceMalloc(n uint64) (driver.Ptr, error) {
 		a.unreserve(n)
 		return 0, err
 	}
+	a.raiseHighWater()
 	return p, nil
+}
+
+// raiseHighWater records a new high-water mark of reserved memory after a
+// grow succeeded.
+func (a *Allocator) raiseHighWater() {
+	r := a.reserved.Load()
+	for {
+		hw := a.highWater.Load()
+		if r <= hw || a.highWater.CompareAndSwap(hw, r) {
+			return
+		}
+	}
+}
+
+// releaseTarget is how many bytes release-before-growing unmaps, with
+// expandable segments, before mapping need bytes: the part of the mapping
+// that would take reserved memory past its high-water mark, and nothing
+// when it stays under it. Unmapping below the mark would not lower the
+// peak, only make the driver map again later what it unmaps now. Plain
+// segments do not use it: there a whole segment released under the mark
+// is cut anew for the sizes of later steps, which lowers their peaks
+// (the shapes trace: 1.025x allocated with the release, 1.035x with only
+// what passes the mark).
+func (a *Allocator) releaseTarget(need uint64) uint64 {
+	r, hw := a.reserved.Load(), a.highWater.Load()
+	if r+need <= hw {
+		return 0
+	}
+	return min(need, r+need-hw)
 }

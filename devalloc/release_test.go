@@ -253,3 +253,63 @@ func hasBlockState(snap *memsnap.Snapshot, addr uint64, state string) bool {
 	}
 	return false
 }
+
+// TestReleaseBeforeGrowExpandableOnlyWhatLowersThePeak checks what
+// release-before-growing leaves mapped with expandable segments (issue
+// 41): it unmaps only the part of a grow that would take reserved memory
+// past its high-water mark, never the stream's own large-pool pages for
+// its small pool, and nothing when the grow stays under the mark.
+func TestReleaseBeforeGrowExpandableOnlyWhatLowersThePeak(t *testing.T) {
+	const conf = "expandable_segments:true"
+	unmapped := func(sd *sim.Device) uint64 { return sd.Stats().MemUnmaps }
+	check := func(t *testing.T, a *Allocator, sd *sim.Device, unmaps uint64, reserved int64) {
+		t.Helper()
+		if got := a.Stats().ReservedBytes.All().Current; unmapped(sd) != unmaps || got != reserved*mib {
+			t.Errorf("%d unmaps, %d MiB reserved; want %d, %d MiB", unmapped(sd), got/mib, unmaps, reserved)
+		}
+		checkIndexes(t, a)
+		consistent(t, a.Snapshot())
+	}
+	t.Run("only the pages past the peak", func(t *testing.T) {
+		dev, sd := drivertest.OpenDevice(t, "sim", "capacity=1GiB")
+		a := newAlloc(t, dev, conf)
+		ss := streams(t, dev, 2)
+		mustFree(t, a, mustAlloc(t, a, 64*mib, ss[0])) // 64 MiB mapped, free: the peak
+		x := mustAlloc(t, a, 4*mib, ss[1])             // 4 MiB past it: 4 of the 64 go
+		check(t, a, sd, 1, 64)
+		y := mustAlloc(t, a, 60*mib, ss[0]) // the 60 left are still mapped: a hit
+		check(t, a, sd, 1, 64)
+		mustFree(t, a, x)
+		mustFree(t, a, y)
+	})
+	t.Run("nothing under the peak", func(t *testing.T) {
+		dev, sd := drivertest.OpenDevice(t, "sim", "capacity=1GiB")
+		a := newAlloc(t, dev, conf)
+		ss := streams(t, dev, 3)
+		live := mustAlloc(t, a, 64*mib, ss[0])
+		mustFree(t, a, mustAlloc(t, a, 96*mib, ss[1])) // the peak: 160 MiB
+		if err := a.EmptyCache(); err != nil {         // 64 MiB reserved
+			t.Fatal(err)
+		}
+		before := unmapped(sd)
+		mustFree(t, a, mustAlloc(t, a, 32*mib, ss[1])) // 96 MiB, 32 of them free
+		x := mustAlloc(t, a, 40*mib, ss[2])            // 136 MiB: under the peak
+		check(t, a, sd, before, 64+32+40)
+		mustFree(t, a, x)
+		mustFree(t, a, live)
+	})
+	t.Run("not the stream's own large pages for its small pool", func(t *testing.T) {
+		dev, sd := drivertest.OpenDevice(t, "sim", "capacity=1GiB")
+		a := newAlloc(t, dev, conf)
+		s := dev.DefaultStream()
+		mustFree(t, a, mustAlloc(t, a, 64*mib, s)) // large pool: 64 MiB free
+		x := mustAlloc(t, a, 1000, s)              // small pool: a 2 MiB page past the peak
+		check(t, a, sd, 0, 64+2)
+		y := mustAlloc(t, a, 64*mib, s) // a hit: nothing mapped again
+		if st := a.Stats(); st.NumDeviceAlloc != 32+1 {
+			t.Errorf("%d pages mapped, want 33", st.NumDeviceAlloc)
+		}
+		mustFree(t, a, x)
+		mustFree(t, a, y)
+	})
+}
