@@ -433,6 +433,9 @@ func (a *Allocator) RecordStream(p driver.Ptr, s driver.Stream) error {
 		owner = b.seg.set.stream
 	}
 	if !evpool.SameStream(s, owner) {
+		if b.uses == nil {
+			b.uses = new(evpool.StreamSet)
+		}
 		b.uses.Add(s)
 	}
 	return nil

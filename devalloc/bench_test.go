@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -56,11 +57,34 @@ func (l *sizeClassList) free(p, size uint64) {
 
 // BenchmarkHitPair measures a cache-hit Alloc+Free pair with >= 10k cached
 // free blocks of mixed sizes spread over 8 streams, stats on, mixed
-// request sizes from a seeded sequence; the bare size-class list runs the
-// same sequence in the same run and the ratio is reported.
+// request sizes from a seeded sequence, beside the bare size-class list
+// running the same sequence. Each b.Loop iteration is a round of
+// hitRoundPairs pairs on each side, the side that goes first alternating
+// from round to round, so that both see the same machine; ns/op and
+// baseline-ns/op are the medians of the rounds, x-baseline the median of
+// the per-round ratios (ours over the list), x-baseline-p10 and -p90 their
+// spread. "default" is the zero Config (release-before-growing on, history
+// off); "history" records the trace as history_entries:100000 (PyTorch's
+// documented max_entries) does, without stacks.
 func BenchmarkHitPair(b *testing.B) {
+	for _, c := range []struct{ name, conf string }{
+		{"default", ""},
+		{"history", "history_entries:100000"},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchHitPair(b, c.conf) })
+	}
+}
+
+// hitRoundPairs is one round of BenchmarkHitPair: one pass over its sizes.
+const hitRoundPairs = 4096
+
+func benchHitPair(b *testing.B, conf string) {
 	dev, _ := drivertest.OpenDevice(b, "auto", "")
-	a, err := devalloc.New(dev, devalloc.Config{})
+	cfg, err := devalloc.ParseConfig(conf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := devalloc.New(dev, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -104,7 +128,7 @@ func BenchmarkHitPair(b *testing.B) {
 	st := a.Stats()
 	b.Logf("pool state: %d cached free blocks (inactive_split), %d live, %d segments",
 		st.InactiveSplit.All().Current, st.Allocation.All().Current, st.Segment.All().Current)
-	sizes := benchSizes(4096, 9)
+	sizes := benchSizes(hitRoundPairs, 9)
 	for i := range sizes {
 		sizes[i] /= 16
 	}
@@ -113,33 +137,52 @@ func BenchmarkHitPair(b *testing.B) {
 	for _, sz := range sizes { // warm the baseline so it also hits
 		base.free(base.alloc(sz), sz)
 	}
-	t0 := time.Now()
-	const baseIters = 1 << 20
-	for i := range baseIters {
-		sz := sizes[i&4095]
-		base.free(base.alloc(sz), sz)
-	}
-	baseNs := float64(time.Since(t0).Nanoseconds()) / baseIters
-
-	i := 0
-	b.ResetTimer()
-	for b.Loop() {
-		sz := sizes[i&4095]
-		s := ss[i&7]
-		i++
-		p, err := a.Alloc(sz, s)
-		if err != nil {
-			b.Fatal(err)
+	ours := func() float64 {
+		t0 := time.Now()
+		for i, sz := range sizes {
+			p, err := a.Alloc(sz, ss[i&7])
+			if err != nil {
+				b.Fatal(err)
+			}
+			a.Free(p)
 		}
-		a.Free(p)
+		return float64(time.Since(t0).Nanoseconds()) / hitRoundPairs
 	}
-	b.StopTimer()
-	ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-	b.ReportMetric(baseNs, "baseline-ns/op")
-	b.ReportMetric(ns/baseNs, "x-baseline")
+	bare := func() float64 {
+		t0 := time.Now()
+		for _, sz := range sizes {
+			base.free(base.alloc(sz), sz)
+		}
+		return float64(time.Since(t0).Nanoseconds()) / hitRoundPairs
+	}
+	ours() // warm: every size has been taken once
+	var oursNs, baseNs, ratio []float64
+	for b.Loop() {
+		var o, l float64
+		if len(ratio)%2 == 0 {
+			o, l = ours(), bare()
+		} else {
+			l, o = bare(), ours()
+		}
+		oursNs, baseNs, ratio = append(oursNs, o), append(baseNs, l), append(ratio, o/l)
+	}
+	b.ReportMetric(quantile(oursNs, 0.5), "ns/op") // replaces the round's time
+	b.ReportMetric(quantile(baseNs, 0.5), "baseline-ns/op")
+	b.ReportMetric(quantile(ratio, 0.5), "x-baseline")
+	b.ReportMetric(quantile(ratio, 0.1), "x-baseline-p10")
+	b.ReportMetric(quantile(ratio, 0.9), "x-baseline-p90")
 	for _, p := range keep {
 		a.Free(p)
 	}
+}
+
+// quantile returns the q quantile of xs (nearest rank), sorting xs.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	return xs[min(len(xs)-1, int(q*float64(len(xs))))]
 }
 
 // BenchmarkChurn compares caching with backend:passthrough on the mixed

@@ -18,19 +18,26 @@ const (
 type blockState uint8
 
 // block is a piece of a segment. Guarded by Allocator.mu.
+//
+// It is 128 bytes, so the allocator's size class aligns it to 64, and the
+// fields a cache hit reads and writes (best fit, split, merge, the class
+// heap and the free lists' membership) fill its first 64-byte line: a hit
+// pair touches several blocks that are rarely in the cache, and each costs
+// one line instead of three (TestBlockLayout).
 type block struct {
-	ptr         driver.Ptr
-	size        uint64
-	requested   uint64
-	seg         *segment
-	prev, next  *block
-	state       blockState
+	ptr        driver.Ptr
+	size       uint64
+	prev, next *block
+	seg        *segment
+	hidx       int32 // position in its free-set class heap while free
+	state      blockState
+	rlist      uint8  // the release list it is on while free (index.go)
+	requested  uint64 // bytes asked for, while allocated
+	freedAt    uint64 // when last freed, in frees (releaseIndex.nextFreed): the release order
+	// The second line.
 	allocStream driver.Stream
-	uses        evpool.StreamSet // streams noted by RecordStream, less the owner
-	freedAt     uint64           // when last freed, in frees (releaseIndex.nextFreed): the release order
-	hidx        int32            // position in its free-set class heap while free
-	rlist       uint8            // the release list it is on while free (index.go)
-	rprev       *block           // neighbours on that list
+	uses        *evpool.StreamSet // streams noted by RecordStream, less the owner; nil when none
+	rprev       *block            // neighbours on the release list
 	rnext       *block
 	pcs         []uintptr // allocating stack while live, when block stacks are recorded (history.go)
 }

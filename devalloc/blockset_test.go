@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/accelkit/accelkit/driver"
 )
@@ -137,33 +138,44 @@ func TestBlockSetRemoveForeign(t *testing.T) {
 }
 
 // each calls fn for every block in (size, address) order until fn returns
-// false: the reference order the tests check the set against.
+// false: the reference order the tests check the set against. It reads
+// the set's parts (held, the class heaps, the sorted slice) directly.
 func (s *blockSet) each(fn func(b *block) bool) {
-	var tmp []*block
+	var all []*block
+	if s.held != nil {
+		all = append(all, s.held)
+	}
 	for w, word := range s.leaf {
 		for word != 0 {
 			j := bits.TrailingZeros64(word)
 			word &^= 1 << j
-			tmp = tmp[:0]
 			for _, e := range s.pages[w][j] {
-				tmp = append(tmp, e.b)
-			}
-			slices.SortFunc(tmp, func(x, y *block) int {
-				if x.ptr < y.ptr {
-					return -1
-				}
-				return 1
-			})
-			for _, b := range tmp {
-				if !fn(b) {
-					return
-				}
+				all = append(all, e.b)
 			}
 		}
 	}
-	for _, b := range s.big {
+	all = append(all, s.big...)
+	slices.SortFunc(all, func(x, y *block) int {
+		if blockLess(x, y) {
+			return -1
+		}
+		return 1
+	})
+	for _, b := range all {
 		if !fn(b) {
 			return
 		}
+	}
+}
+
+// TestBlockLayout keeps what a cache hit touches of a block in its first
+// 64 bytes, and the block 128 bytes, which Go's allocator aligns to 64.
+func TestBlockLayout(t *testing.T) {
+	var b block
+	if n := unsafe.Sizeof(b); n != 128 {
+		t.Errorf("block is %d bytes, want 128", n)
+	}
+	if end := unsafe.Offsetof(b.freedAt) + unsafe.Sizeof(b.freedAt); end > 64 {
+		t.Errorf("the hit path's fields end at byte %d, past the first line", end)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"math/bits"
 
 	"github.com/accelkit/accelkit/driver"
-	"github.com/accelkit/accelkit/evpool"
 )
 
 // Sizes, named as in PyTorch, with their reasons.
@@ -194,7 +193,7 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 	c.dec(stActiveBytes, pool, int64(b.size))
 	ptr, size, stream := b.ptr, b.requested, b.allocStream
 	b.state = stateFree
-	b.uses = evpool.StreamSet{}
+	b.uses = nil
 	b.allocStream = nil
 	b.requested = 0
 	b.freedAt = a.rel.nextFreed()

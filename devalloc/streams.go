@@ -22,12 +22,12 @@ func (a *Allocator) free(p driver.Ptr) error {
 		return fmt.Errorf("devalloc: free %v: not a live allocation of this allocator (unknown pointer or double free): %w", p, driver.ErrInvalidPointer)
 	}
 	uses := b.uses
-	b.uses = evpool.StreamSet{}
+	b.uses = nil
 	fs := b.seg.set
 	if a.hist != nil {
 		a.hist.free(actFreeRequested, b.ptr, b.requested, b.allocStream.ID(), b.pcs)
 	}
-	if uses.Len() == 0 && evpool.SameStream(b.allocStream, fs.stream) {
+	if uses == nil && evpool.SameStream(b.allocStream, fs.stream) {
 		// The common case: used only on its own stream, which runs in
 		// order, so the block is reusable at once.
 		a.freeLocked(fs, b)
@@ -38,7 +38,9 @@ func (a *Allocator) free(p driver.Ptr) error {
 	// cross-stream reuse) and the noted streams, never for the owner.
 	var wait evpool.StreamSet
 	wait.Add(b.allocStream)
-	wait.AddSet(uses)
+	if uses != nil {
+		wait.AddSet(*uses)
+	}
 	wait.Remove(fs.stream)
 	a.markPendingLocked(fs, b, true)
 	a.mu.Unlock()
