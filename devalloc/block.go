@@ -29,9 +29,10 @@ type block struct {
 	size       uint64
 	prev, next *block
 	seg        *segment
-	hidx       int32 // position in its free-set class heap while free
+	hgen       uint32 // generation of its class heap entry (blockSet's classHeap)
 	state      blockState
 	rlist      uint8  // the release list it is on while free (index.go)
+	placed     bool   // in a class heap of its free set
 	requested  uint64 // bytes asked for, while allocated
 	freedAt    uint64 // when last freed, in frees (releaseIndex.nextFreed): the release order
 	// The second line.
@@ -92,10 +93,12 @@ func (fs *freeSet) newBlock() *block {
 	return new(block)
 }
 
-// recycle keeps b, just merged away, for a later split. a.mu held.
+// recycle keeps b, just merged away, for a later split. It keeps b's
+// heap generation, as every reuse of a block does, so that a stale heap
+// entry that still names b never matches it again. a.mu held.
 func (fs *freeSet) recycle(b *block) {
 	if len(fs.dead) < maxDeadBlocks {
-		*b = block{}
+		*b = block{hgen: b.hgen}
 		fs.dead = append(fs.dead, b)
 	}
 }

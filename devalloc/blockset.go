@@ -16,8 +16,8 @@ import (
 // 128 MiB fall into exact classes (size/512): a three-level bitmap over the
 // classes finds the smallest non-empty class at or above a request in
 // three word scans, and each class keeps its blocks in a min-heap by
-// address, so best fit, insert and remove are O(log k) in the blocks of one
-// size, with a few stores each. The sorted-chunk slice this replaced moved
+// address with lazy deletion (classHeap), so best fit and insert are
+// O(log k) in the blocks of one size and remove is O(1). The sorted-chunk slice this replaced moved
 // ~1.5 KB per insert or remove and cost most of a cache hit's time. Blocks
 // of 128 MiB and more (few: the large pool's own segments) sit in a sorted
 // slice. The block inserted last waits outside both (held). Not safe for
@@ -59,14 +59,38 @@ const (
 	bucketedLimit = numClasses << classShift
 )
 
-// bucketPage holds the min-heaps (by address) of 64 consecutive classes.
-// Entries carry the address inline, so sifting compares without loading
-// the blocks (each a likely cache miss).
-type bucketPage [64][]heapEntry
+// bucketPage holds the heaps of 64 consecutive classes.
+type bucketPage [64]classHeap
 
+// classHeap is the blocks of one class: a min-heap by address with lazy
+// deletion. Removing a block only invalidates its entry (block.hgen moves
+// on) and counts it out of live; a stale entry is dropped when it comes to
+// the root, or all at once when the stale ones outnumber the live. Entries
+// carry the address inline and no block carries a position, so a sift
+// compares and moves entries without touching a block (each a likely cache
+// miss). A cache hit takes the class's root and, once freed and merged
+// back, returns the same block at the same address: that entry, stale at
+// the root, is revived where it is, and the pair costs no sift at all.
+type classHeap struct {
+	h    []heapEntry
+	live int // valid entries: the blocks placed in the class
+}
+
+// heapEntry is a block's place in a class heap: valid while the block is
+// placed in that class at that address under the same generation.
 type heapEntry struct {
 	ptr driver.Ptr
 	b   *block
+	gen uint32
+}
+
+// valid reports whether e still stands for its block, in class c. The
+// generation alone decides it; address, class and placement are checked
+// too so that a generation that wrapped around cannot revive an entry for
+// a block that is elsewhere.
+func (e *heapEntry) valid(c uint64) bool {
+	b := e.b
+	return b.placed && b.hgen == e.gen && b.ptr == e.ptr && b.size>>classShift == c
 }
 
 func blockLess(x, y *block) bool {
@@ -74,8 +98,29 @@ func blockLess(x, y *block) bool {
 }
 
 // bucket returns class c's heap; the page must exist.
-func (s *blockSet) bucket(c uint64) *[]heapEntry {
+func (s *blockSet) bucket(c uint64) *classHeap {
 	return &s.pages[c>>6][c&63]
+}
+
+// root returns the lowest-address block of class c, which holds at least
+// one: stale entries at the root are dropped first.
+func (s *blockSet) root(c uint64) *block {
+	ch := s.bucket(c)
+	for !ch.h[0].valid(c) {
+		ch.pop()
+	}
+	return ch.h[0].b
+}
+
+// pop drops the root entry.
+func (ch *classHeap) pop() {
+	last := len(ch.h) - 1
+	ch.h[0] = ch.h[last]
+	ch.h[last] = heapEntry{}
+	ch.h = ch.h[:last]
+	if last > 0 {
+		heapDown(ch.h, 0)
+	}
 }
 
 // best returns the best fit for size: the smallest block of at least size
@@ -93,7 +138,7 @@ func (s *blockSet) best(size uint64) *block {
 func (s *blockSet) placedBest(size uint64) *block {
 	if size < bucketedLimit {
 		if c, ok := s.classAtLeast(size >> classShift); ok {
-			return (*s.bucket(c))[0].b
+			return s.root(c)
 		}
 	}
 	if len(s.big) == 0 {
@@ -161,7 +206,7 @@ func (s *blockSet) placedLargest() *block {
 	mi := uint64(63 - bits.LeadingZeros64(s.top))
 	lw := mi<<6 | uint64(63-bits.LeadingZeros64(s.mid[mi]))
 	c := lw<<6 | uint64(63-bits.LeadingZeros64(s.leaf[lw]))
-	return (*s.bucket(c))[0].b
+	return s.root(c)
 }
 
 // count returns how many blocks of exactly size bytes the set holds.
@@ -187,7 +232,7 @@ func (s *blockSet) placedCount(size uint64) int {
 	if w := c >> 6; w >= uint64(len(s.pages)) || s.pages[w] == nil {
 		return 0
 	}
-	return len(*s.bucket(c))
+	return s.bucket(c).live
 }
 
 func (s *blockSet) insert(b *block) {
@@ -230,14 +275,41 @@ func (s *blockSet) place(b *block) {
 	if s.pages[w] == nil {
 		s.pages[w] = new(bucketPage)
 	}
-	h := s.bucket(c)
-	if len(*h) == 0 {
+	ch := s.bucket(c)
+	if ch.live == 0 {
 		s.leaf[w] |= 1 << (c & 63)
 		s.mid[w>>6] |= 1 << (w & 63)
 		s.top |= 1 << (w >> 6)
 	}
-	*h = append(*h, heapEntry{b.ptr, b})
-	heapUp(*h, len(*h)-1)
+	ch.live++
+	b.placed = true
+	b.hgen++
+	if len(ch.h) > 0 && ch.h[0].b == b && ch.h[0].ptr == b.ptr {
+		// b comes back where it was taken from: its stale entry is the
+		// root, and the heap order holds with it revived.
+		ch.h[0].gen = b.hgen
+		return
+	}
+	if len(ch.h) >= 2*ch.live+8 {
+		ch.compact(c)
+	}
+	ch.h = append(ch.h, heapEntry{b.ptr, b, b.hgen})
+	heapUp(ch.h, len(ch.h)-1)
+}
+
+// compact drops every stale entry and restores the heap order.
+func (ch *classHeap) compact(c uint64) {
+	h := ch.h[:0]
+	for _, e := range ch.h {
+		if e.valid(c) {
+			h = append(h, e)
+		}
+	}
+	clear(ch.h[len(h):])
+	ch.h = h
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		heapDown(h, i)
+	}
 }
 
 // remove deletes b, which must be in the set with the size it was inserted
@@ -282,25 +354,20 @@ func (s *blockSet) unplace(b *block) bool {
 	} else {
 		c := b.size >> classShift
 		w := c >> 6
-		if w >= uint64(len(s.pages)) || s.pages[w] == nil {
+		if !b.placed || w >= uint64(len(s.pages)) || s.pages[w] == nil {
 			return false
 		}
-		h := s.bucket(c)
-		i := int(b.hidx)
-		if i >= len(*h) || (*h)[i].b != b {
+		ch := s.bucket(c)
+		if ch.live == 0 {
 			return false
 		}
-		last := len(*h) - 1
-		if i != last {
-			(*h)[i] = (*h)[last]
-			(*h)[i].b.hidx = int32(i)
-		}
-		(*h)[last] = heapEntry{}
-		*h = (*h)[:last]
-		if i < last {
-			heapFix(*h, i)
-		}
-		if last == 0 {
+		// Its entry goes stale; it leaves the heap at the root, or with
+		// the rest at the next compact.
+		b.placed = false
+		b.hgen++
+		if ch.live--; ch.live == 0 {
+			clear(ch.h)
+			ch.h = ch.h[:0]
 			s.leaf[w] &^= 1 << (c & 63)
 			if s.leaf[w] == 0 {
 				s.mid[w>>6] &^= 1 << (w & 63)
@@ -313,25 +380,22 @@ func (s *blockSet) unplace(b *block) bool {
 	return true
 }
 
-// heapUp and heapDown keep h a min-heap by address, with every block's
-// hidx its position.
+// heapUp and heapDown keep h a min-heap by address.
 func heapUp(h []heapEntry, i int) {
-	b := h[i]
+	e := h[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if h[p].ptr <= b.ptr {
+		if h[p].ptr <= e.ptr {
 			break
 		}
 		h[i] = h[p]
-		h[i].b.hidx = int32(i)
 		i = p
 	}
-	h[i] = b
-	b.b.hidx = int32(i)
+	h[i] = e
 }
 
 func heapDown(h []heapEntry, i int) {
-	b := h[i]
+	e := h[i]
 	n := len(h)
 	for {
 		l := 2*i + 1
@@ -342,22 +406,11 @@ func heapDown(h []heapEntry, i int) {
 		if r := l + 1; r < n && h[r].ptr < h[l].ptr {
 			m = r
 		}
-		if b.ptr <= h[m].ptr {
+		if e.ptr <= h[m].ptr {
 			break
 		}
 		h[i] = h[m]
-		h[i].b.hidx = int32(i)
 		i = m
 	}
-	h[i] = b
-	b.b.hidx = int32(i)
-}
-
-// heapFix restores the heap after h[i] was replaced.
-func heapFix(h []heapEntry, i int) {
-	if i > 0 && h[i].ptr < h[(i-1)/2].ptr {
-		heapUp(h, i)
-		return
-	}
-	heapDown(h, i)
+	h[i] = e
 }

@@ -149,8 +149,11 @@ func (s *blockSet) each(fn func(b *block) bool) {
 		for word != 0 {
 			j := bits.TrailingZeros64(word)
 			word &^= 1 << j
-			for _, e := range s.pages[w][j] {
-				all = append(all, e.b)
+			c := uint64(w)<<6 | uint64(j)
+			for _, e := range s.pages[w][j].h {
+				if e.valid(c) {
+					all = append(all, e.b)
+				}
 			}
 		}
 	}

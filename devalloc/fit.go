@@ -149,7 +149,7 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 	}
 	if a.shouldSplitLocked(fs, b, rsize) {
 		r := fs.newBlock()
-		*r = block{ptr: b.ptr + driver.Ptr(rsize), size: b.size - rsize, seg: b.seg, freedAt: b.freedAt}
+		*r = block{ptr: b.ptr + driver.Ptr(rsize), size: b.size - rsize, seg: b.seg, freedAt: b.freedAt, hgen: r.hgen}
 		insertAfter(b, r)
 		b.size = rsize
 		fs.free.insert(r)
