@@ -293,9 +293,11 @@ func (a *Allocator) Alloc(size uint64, s driver.Stream) (driver.Ptr, error) {
 	if size == 0 {
 		return 0, nil
 	}
-	s, err := checkAlloc(a.dev, &a.closed, size, s)
-	if err != nil {
-		return 0, err
+	if s == nil || size > maxRequest || a.closed.Load() {
+		var err error
+		if s, err = checkAlloc(a.dev, &a.closed, size, s); err != nil {
+			return 0, err
+		}
 	}
 	if a.def.Pending() > 0 { // one atomic load when nothing is deferred
 		a.def.Poll()
@@ -304,13 +306,36 @@ func (a *Allocator) Alloc(size uint64, s driver.Stream) (driver.Ptr, error) {
 	small := rsize <= kSmallSize
 	id := s.ID()
 	var b *block
+	checked := false
 	a.mu.Lock()
-	if fs := a.lookupLocked(id, small); fs != nil {
-		b = a.takeLocked(fs, rsize, size, s)
+	fs := a.lookupLocked(id, small)
+	if fs != nil && fs.stream == s {
+		// The set's own stream, whose device was checked when the set
+		// was made: the hit path asks s nothing more, and the block is
+		// known to be used on its owner's stream (block.own).
+		b, checked = a.takeLocked(fs, rsize, size, s, true), true
 	}
 	a.mu.Unlock()
 	if b != nil {
 		return b.ptr, nil
+	}
+	if !checked {
+		// The stream's first allocation in the pool, or a stream value
+		// other than the one its set was made with: check it in full.
+		var err error
+		if s, err = checkAlloc(a.dev, &a.closed, size, s); err != nil {
+			return 0, err
+		}
+		if fs != nil {
+			a.mu.Lock()
+			if fs = a.lookupLocked(id, small); fs != nil {
+				b = a.takeLocked(fs, rsize, size, s, evpool.SameStream(s, fs.stream))
+			}
+			a.mu.Unlock()
+			if b != nil {
+				return b.ptr, nil
+			}
+		}
 	}
 	p, err := a.allocSlow(id, small, rsize, size, s)
 	if err != nil {
@@ -370,7 +395,7 @@ func (a *Allocator) takeOrGrow(id uint64, small bool, rsize, size uint64, s driv
 	fs := a.lookupLocked(id, small)
 	if fs == nil {
 		fs = a.createSetLocked(s, id, small)
-	} else if b := a.takeLocked(fs, rsize, size, s); b != nil {
+	} else if b := a.takeLocked(fs, rsize, size, s, evpool.SameStream(s, fs.stream)); b != nil {
 		return b, nil
 	}
 	var b *block

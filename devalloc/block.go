@@ -33,6 +33,7 @@ type block struct {
 	state      blockState
 	rlist      uint8  // the release list it is on while free (index.go)
 	placed     bool   // in a class heap of its free set
+	own        bool   // allocated on its owner's stream (evpool.SameStream), while allocated
 	requested  uint64 // bytes asked for, while allocated
 	freedAt    uint64 // when last freed, in frees (releaseIndex.nextFreed): the release order
 	// The second line.

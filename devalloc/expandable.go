@@ -30,6 +30,7 @@ import (
 	"slices"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/evpool"
 )
 
 // expandable is one expandable range: the address space reserved, the
@@ -203,7 +204,7 @@ func (a *Allocator) growExpandableLocked(fs *freeSet, rsize, size uint64, s driv
 		}
 	}
 	fs.free.remove(b)
-	a.commitLocked(fs, b, rsize, size, s)
+	a.commitLocked(fs, b, rsize, size, s, evpool.SameStream(s, fs.stream))
 	return b, nil
 }
 

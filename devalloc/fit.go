@@ -111,14 +111,15 @@ func (a *Allocator) fits(b *block, rsize uint64) bool {
 	return true
 }
 
-// takeLocked takes the best fit from fs and commits it. a.mu held.
-func (a *Allocator) takeLocked(fs *freeSet, rsize, size uint64, s driver.Stream) *block {
+// takeLocked takes the best fit from fs and commits it; own says s is
+// fs's stream (evpool.SameStream). a.mu held.
+func (a *Allocator) takeLocked(fs *freeSet, rsize, size uint64, s driver.Stream, own bool) *block {
 	b := fs.free.best(rsize)
 	if b == nil || !a.fits(b, rsize) {
 		return nil
 	}
 	fs.free.remove(b)
-	a.commitLocked(fs, b, rsize, size, s)
+	a.commitLocked(fs, b, rsize, size, s, own)
 	return b
 }
 
@@ -139,9 +140,9 @@ func (a *Allocator) shouldSplitLocked(fs *freeSet, b *block, rsize uint64) bool 
 }
 
 // commitLocked marks b (already out of the free set) allocated for a
-// request, splitting off the remainder, and publishes it in the pointer
-// map. a.mu held.
-func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s driver.Stream) {
+// request on s, splitting off the remainder, and publishes it in the
+// pointer map; own says s is fs's stream (evpool.SameStream). a.mu held.
+func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s driver.Stream, own bool) {
 	c, pool := &a.st, poolIdx(fs.small)
 	if inactiveSplit(b) {
 		c.dec(stInactiveSplit, pool, 1)
@@ -161,6 +162,7 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 	b.state = stateAllocated
 	b.requested = size
 	b.allocStream = s
+	b.own = own
 	c.inc(stAllocation, pool, 1)
 	c.inc(stAllocatedBytes, pool, int64(b.size))
 	c.inc(stRequestedBytes, pool, int64(size))
@@ -195,6 +197,7 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 	b.state = stateFree
 	b.uses = nil
 	b.allocStream = nil
+	b.own = false
 	b.requested = 0
 	b.freedAt = a.rel.nextFreed()
 	for _, n := range [2]*block{b.prev, b.next} {

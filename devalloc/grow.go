@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/evpool"
 )
 
 // growLocked creates a plain segment for the request and commits a block
@@ -41,7 +42,7 @@ func (a *Allocator) growLocked(fs *freeSet, rsize, size uint64, s driver.Stream)
 	if a.hist != nil {
 		a.hist.add(actSegmentAlloc, p, segSize, fs.stream.ID())
 	}
-	a.commitLocked(fs, b, rsize, size, s)
+	a.commitLocked(fs, b, rsize, size, s, evpool.SameStream(s, fs.stream))
 	return b, nil
 }
 

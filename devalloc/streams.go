@@ -27,7 +27,7 @@ func (a *Allocator) free(p driver.Ptr) error {
 	if a.hist != nil {
 		a.hist.free(actFreeRequested, b.ptr, b.requested, b.allocStream.ID(), b.pcs)
 	}
-	if uses == nil && evpool.SameStream(b.allocStream, fs.stream) {
+	if uses == nil && b.own {
 		// The common case: used only on its own stream, which runs in
 		// order, so the block is reusable at once.
 		a.freeLocked(fs, b)
@@ -101,7 +101,7 @@ func (a *Allocator) takeCross(id uint64, small bool, rsize, size uint64, s drive
 			if l := fs.free.largest(); l == nil || l.size < rsize {
 				continue
 			}
-			b, giver = a.takeLocked(fs, rsize, size, s), fs
+			b, giver = a.takeLocked(fs, rsize, size, s, evpool.SameStream(s, fs.stream)), fs
 		}
 	}
 	a.mu.Unlock()
