@@ -143,6 +143,9 @@ type Allocator struct {
 	maxSplit    uint64
 	maxNonSplit uint64
 	total       uint64
+	// pow2Rounding: some roundup_power2_divisions interval has more than
+	// one division, so roundSize must look the size's interval up.
+	pow2Rounding bool
 
 	evs *evpool.Pool
 	def *evpool.Deferred
@@ -212,6 +215,9 @@ func New(dev driver.Device, cfg Config) (*Allocator, error) {
 	}
 	if a.maxNonSplit == 0 {
 		a.maxNonSplit = kLargeBuffer
+	}
+	for _, d := range cfg.RoundupPower2Divisions {
+		a.pow2Rounding = a.pow2Rounding || d > 1
 	}
 	v, ok := driver.AsVMM(dev)
 	a.vmmAvail = ok && v.Granularity() > 0 && v.Granularity()&(v.Granularity()-1) == 0

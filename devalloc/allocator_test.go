@@ -24,7 +24,7 @@ const (
 
 func TestRoundSize(t *testing.T) {
 	plain := &Allocator{}
-	div4 := &Allocator{}
+	div4 := &Allocator{pow2Rounding: true} // as New sets it for these divisions
 	for i := range div4.cfg.RoundupPower2Divisions {
 		div4.cfg.RoundupPower2Divisions[i] = 4
 	}

@@ -37,6 +37,9 @@ func (a *Allocator) roundSize(size uint64) uint64 {
 	if size < kMinBlockSize {
 		return kMinBlockSize
 	}
+	if !a.pow2Rounding {
+		return (size + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize
+	}
 	if d := a.divisions(size); d > 1 && size > kMinBlockSize*d {
 		return roundupPower2Division(size, d)
 	}
@@ -200,17 +203,11 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 	b.own = false
 	b.requested = 0
 	b.freedAt = a.rel.nextFreed()
-	for _, n := range [2]*block{b.prev, b.next} {
-		if n == nil || n.state != stateFree {
-			continue
-		}
-		if inactiveSplit(n) {
-			c.dec(stInactiveSplit, pool, 1)
-			c.dec(stInactiveSplitBytes, pool, int64(n.size))
-		}
-		fs.free.remove(n)
-		absorb(b, n)
-		fs.recycle(n)
+	if n := b.prev; n != nil && n.state == stateFree {
+		a.mergeLocked(fs, b, n)
+	}
+	if n := b.next; n != nil && n.state == stateFree {
+		a.mergeLocked(fs, b, n)
 	}
 	if inactiveSplit(b) {
 		c.inc(stInactiveSplit, pool, 1)
@@ -225,4 +222,16 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 		a.hist.free(actFreeCompleted, ptr, size, sid, b.pcs)
 		b.pcs = nil
 	}
+}
+
+// mergeLocked merges n, a free neighbour of b, into b. a.mu held.
+func (a *Allocator) mergeLocked(fs *freeSet, b, n *block) {
+	if inactiveSplit(n) {
+		pool := poolIdx(fs.small)
+		a.st.dec(stInactiveSplit, pool, 1)
+		a.st.dec(stInactiveSplitBytes, pool, int64(n.size))
+	}
+	fs.free.remove(n)
+	absorb(b, n)
+	fs.recycle(n)
 }

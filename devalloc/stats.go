@@ -98,12 +98,18 @@ func (d *delta) add(k int, v int64) { d.d[k] += v }
 
 // inc adds v >= 0 to stat k of pool (poolSmall or poolLarge).
 func (c *counters) inc(k, pool int, v int64) {
-	s := &c.arr[k][pool]
+	a := &c.arr[k]
+	s := &a[pool]
 	s.Allocated += v
-	s.Current += v
-	s.Peak = max(s.Peak, s.Current)
-	all := &c.arr[k][poolAll].Peak
-	*all = max(*all, c.arr[k][poolSmall].Current+c.arr[k][poolLarge].Current)
+	cur := s.Current + v
+	s.Current = cur
+	if cur > s.Peak {
+		s.Peak = cur
+	}
+	// pool is poolSmall or poolLarge; 3-pool is the other one.
+	if all := cur + a[3-pool].Current; all > a[poolAll].Peak {
+		a[poolAll].Peak = all
+	}
 }
 
 // dec subtracts v >= 0 from stat k of pool; peaks cannot change.
