@@ -20,21 +20,12 @@ import (
 // O(log k) in the blocks of one size and remove is O(1). The sorted-chunk slice this replaced moved
 // ~1.5 KB per insert or remove and cost most of a cache hit's time. Blocks
 // of 128 MiB and more (few: the large pool's own segments) sit in a sorted
-// slice. The block inserted last waits outside both (held). Not safe for
-// concurrent use: the owning freeSet's mutex guards it.
+// slice. Not safe for concurrent use: the owning freeSet's mutex guards
+// it.
 type blockSet struct {
-	n int
-	// held is the block inserted last, kept out of the classes and the
-	// sorted slice until the next insert places it there. A cache hit
-	// splits a block and inserts the remainder, and the Free that follows
-	// removes that remainder again to merge it and inserts the merged
-	// block: with the last insert held aside, that round trip costs no
-	// heap or bitmap work, and a hit pair places one block where it
-	// placed two and removed two. The set is the same set: best, largest
-	// and count look at held too.
-	held *block
-	top  uint64     // bit i: mid[i] != 0
-	mid  [64]uint64 // bit j of mid[i]: leaf[i<<6|j] != 0
+	n   int
+	top uint64     // bit i: mid[i] != 0
+	mid [64]uint64 // bit j of mid[i]: leaf[i<<6|j] != 0
 	// leaf bit c: class c (blocks of size c<<classShift) is not empty.
 	// leaf and pages grow on demand to the highest class used, so a small
 	// pool set (classes below 4096) stays small.
@@ -126,16 +117,6 @@ func (ch *classHeap) pop() {
 // best returns the best fit for size: the smallest block of at least size
 // bytes, the lowest address among equals; nil when none is large enough.
 func (s *blockSet) best(size uint64) *block {
-	b := s.placedBest(size)
-	if h := s.held; h != nil && h.size >= size && (b == nil || blockLess(h, b)) {
-		return h
-	}
-	return b
-}
-
-// placedBest is best among the blocks placed in the classes and the
-// sorted slice, held aside.
-func (s *blockSet) placedBest(size uint64) *block {
 	if size < bucketedLimit {
 		if c, ok := s.classAtLeast(size >> classShift); ok {
 			return s.root(c)
@@ -189,14 +170,6 @@ func (s *blockSet) classAtLeast(c uint64) (uint64, bool) {
 
 // largest returns a block of the largest size, or nil.
 func (s *blockSet) largest() *block {
-	b := s.placedLargest()
-	if h := s.held; h != nil && (b == nil || h.size > b.size) {
-		return h
-	}
-	return b
-}
-
-func (s *blockSet) placedLargest() *block {
 	if n := len(s.big); n > 0 {
 		return s.big[n-1]
 	}
@@ -211,14 +184,6 @@ func (s *blockSet) placedLargest() *block {
 
 // count returns how many blocks of exactly size bytes the set holds.
 func (s *blockSet) count(size uint64) int {
-	n := s.placedCount(size)
-	if h := s.held; h != nil && h.size == size {
-		n++
-	}
-	return n
-}
-
-func (s *blockSet) placedCount(size uint64) int {
 	if size >= bucketedLimit {
 		n := 0
 		for _, b := range s.big {
@@ -248,10 +213,7 @@ func (s *blockSet) insert(b *block) {
 			s.onPage++
 		}
 	}
-	if h := s.held; h != nil {
-		s.place(h)
-	}
-	s.held = b
+	s.place(b)
 }
 
 // place puts b in its class heap, or in the sorted slice.
@@ -315,9 +277,7 @@ func (ch *classHeap) compact(c uint64) {
 // remove deletes b, which must be in the set with the size it was inserted
 // with; it reports whether b was found.
 func (s *blockSet) remove(b *block) bool {
-	if b == s.held {
-		s.held = nil
-	} else if !s.unplace(b) {
+	if !s.unplace(b) {
 		return false
 	}
 	s.n--

@@ -139,12 +139,9 @@ func TestBlockSetRemoveForeign(t *testing.T) {
 
 // each calls fn for every block in (size, address) order until fn returns
 // false: the reference order the tests check the set against. It reads
-// the set's parts (held, the class heaps, the sorted slice) directly.
+// the set's parts (the class heaps, the sorted slice) directly.
 func (s *blockSet) each(fn func(b *block) bool) {
 	var all []*block
-	if s.held != nil {
-		all = append(all, s.held)
-	}
 	for w, word := range s.leaf {
 		for word != 0 {
 			j := bits.TrailingZeros64(word)
