@@ -326,8 +326,10 @@ func (s *blockSet) unplace(b *block) bool {
 		b.placed = false
 		b.hgen++
 		if ch.live--; ch.live == 0 {
-			clear(ch.h)
-			ch.h = ch.h[:0]
+			if len(ch.h) > 1 {
+				clear(ch.h)
+				ch.h = ch.h[:0]
+			} // else b's own entry stays, for place to revive
 			s.leaf[w] &^= 1 << (c & 63)
 			if s.leaf[w] == 0 {
 				s.mid[w>>6] &^= 1 << (w & 63)
