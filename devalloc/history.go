@@ -91,6 +91,10 @@ const (
 // mode and the blocks' stacks agree.
 type history struct {
 	mode atomic.Uint32
+	// start is when the history was made, with its monotonic reading:
+	// an entry's time is start plus the monotonic time since, one clock
+	// read where time.Now takes two (the wall clock and the monotonic).
+	start time.Time
 
 	mu   sync.Mutex
 	buf  []histEntry // grows to max, then wraps at next, like PyTorch's RingBuffer
@@ -112,7 +116,12 @@ type histEntry struct {
 // of the caller's chain to see through a framework.
 const maxStackDepth = 32
 
-func newHistory() *history { return &history{} }
+func newHistory() *history { return &history{start: time.Now()} }
+
+// nowUS is the time of an entry being recorded, in Unix microseconds.
+func (h *history) nowUS() int64 {
+	return h.start.UnixMicro() + time.Since(h.start).Microseconds()
+}
 
 // stack captures the caller's stack. The allocator's own frames are
 // trimmed when the stack is read (frames), not here: which of them are
@@ -177,7 +186,7 @@ func (h *history) free(act action, addr driver.Ptr, size, stream uint64, allocPC
 }
 
 func (h *history) append(e histEntry) {
-	e.t = time.Now().UnixMicro()
+	e.t = h.nowUS()
 	h.mu.Lock()
 	if h.mode.Load()&modeTrace != 0 { // RecordHistory may have switched it off since
 		if len(h.buf) < h.max {

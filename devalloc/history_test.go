@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver"
@@ -279,4 +280,35 @@ func TestRecordHistoryStress(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestHistoryTimes: trace entries carry Unix microseconds of when they
+// were recorded (taken from one monotonic read past a wall-clock start),
+// in recording order.
+func TestHistoryTimes(t *testing.T) {
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=64MiB")
+	a := newAlloc(t, dev, "history_entries:1000")
+	before := time.Now().UnixMicro()
+	for range 50 {
+		mustFree(t, a, mustAlloc(t, a, 4096, nil))
+	}
+	time.Sleep(2 * time.Millisecond)
+	mustFree(t, a, mustAlloc(t, a, 4096, nil))
+	after := time.Now().UnixMicro()
+	tr := a.Snapshot().DeviceTraces[0]
+	if len(tr) < 100 {
+		t.Fatalf("%d trace entries, want at least 100", len(tr))
+	}
+	const slack = 1000 // the wall clock and the monotonic one may drift apart a little
+	for i, e := range tr {
+		if e.TimeUS < before-slack || e.TimeUS > after+slack {
+			t.Fatalf("entry %d at %d us, outside [%d, %d]", i, e.TimeUS, before, after)
+		}
+		if i > 0 && e.TimeUS < tr[i-1].TimeUS {
+			t.Fatalf("entry %d at %d us, before entry %d at %d", i, e.TimeUS, i-1, tr[i-1].TimeUS)
+		}
+	}
+	if last, prev := tr[len(tr)-1].TimeUS, tr[len(tr)-4].TimeUS; last-prev < 2000 {
+		t.Errorf("entries around a 2 ms sleep %d us apart", last-prev)
+	}
 }
