@@ -2,6 +2,7 @@ package devalloc
 
 import (
 	"cmp"
+	"fmt"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
@@ -177,5 +178,85 @@ func TestBlockLayout(t *testing.T) {
 	}
 	if end := unsafe.Offsetof(b.freedAt) + unsafe.Sizeof(b.freedAt); end > 64 {
 		t.Errorf("the hit path's fields end at byte %d, past the first line", end)
+	}
+}
+
+// TestBlockSetReusedBlocks drives a blockSet the way the allocator does:
+// the same block objects leave and come back, often at the address and
+// size they had (a hit's block returned: its stale root entry is revived),
+// often changed (merged, split, recycled for another piece), and members
+// are removed from anywhere (merges). After every step the set must match
+// a sorted reference, and an insert leaves no class more than 2*live+9
+// entries (stale ones included).
+func TestBlockSetReusedBlocks(t *testing.T) {
+	for _, sizes := range []uint64{2, 6, 64} {
+		t.Run(fmt.Sprintf("classes=%d", sizes), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(7, sizes))
+			var s blockSet
+			var in, out []*block // members (kept sorted) and blocks outside
+			for i := range 64 {
+				out = append(out, &block{ptr: driver.Ptr(1+i) << 20, size: 512 * (1 + r.Uint64N(sizes))})
+			}
+			less := func(x, y *block) int {
+				return cmp.Or(cmp.Compare(x.size, y.size), cmp.Compare(x.ptr, y.ptr))
+			}
+			for op := range 20000 {
+				switch k := r.IntN(10); {
+				case k < 4 && len(out) > 0: // a block comes back
+					i := r.IntN(len(out))
+					b := out[i]
+					if r.IntN(3) == 0 { // changed while out: another piece, another size
+						// Addresses stay unique among all the blocks, as
+						// in a segment.
+						taken := func(p driver.Ptr) bool {
+							used := func(x *block) bool { return x != b && x.ptr == p }
+							return slices.ContainsFunc(in, used) || slices.ContainsFunc(out, used)
+						}
+						p := driver.Ptr(1+r.IntN(64))<<20 + driver.Ptr(r.IntN(4))<<9
+						for taken(p) {
+							p += 1 << 9
+						}
+						b.ptr, b.size = p, 512*(1+r.Uint64N(sizes))
+					}
+					s.insert(b)
+					if c := b.size >> classShift; len(s.bucket(c).h) > 2*s.bucket(c).live+9 {
+						t.Fatalf("op %d: class %d keeps %d entries for %d blocks", op, c, len(s.bucket(c).h), s.bucket(c).live)
+					}
+					out = slices.Delete(out, i, i+1)
+					in = append(in, b)
+					slices.SortFunc(in, less)
+				case k < 7 && len(in) > 0: // a hit takes the best fit
+					want := 512 * (1 + r.Uint64N(sizes))
+					got := s.best(want)
+					j, _ := slices.BinarySearchFunc(in, want, func(b *block, w uint64) int { return cmp.Compare(b.size, w) })
+					if j == len(in) {
+						if got != nil {
+							t.Fatalf("op %d: best(%d) = %v, want none", op, want, got.ptr)
+						}
+						continue
+					}
+					if got != in[j] {
+						t.Fatalf("op %d: best(%d) is not the best fit", op, want)
+					}
+					if !s.remove(got) {
+						t.Fatalf("op %d: remove of the best fit failed", op)
+					}
+					out = append(out, got)
+					in = slices.Delete(in, j, j+1)
+				case len(in) > 0: // a merge takes a member from anywhere
+					j := r.IntN(len(in))
+					if !s.remove(in[j]) || s.remove(in[j]) {
+						t.Fatalf("op %d: remove of a member did not succeed exactly once", op)
+					}
+					out = append(out, in[j])
+					in = slices.Delete(in, j, j+1)
+				}
+				var got []*block
+				s.each(func(b *block) bool { got = append(got, b); return true })
+				if !slices.Equal(got, in) || s.n != len(in) {
+					t.Fatalf("op %d: set differs from the sorted reference (%d blocks, want %d)", op, len(got), len(in))
+				}
+			}
+		})
 	}
 }
