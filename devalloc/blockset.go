@@ -17,7 +17,8 @@ import (
 // classes finds the smallest non-empty class at or above a request in
 // three word scans, and each class keeps its blocks in a min-heap by
 // address with lazy deletion (classHeap), so best fit and insert are
-// O(log k) in the blocks of one size and remove is O(1). The sorted-chunk slice this replaced moved
+// O(log k) in the blocks of one size (amortised; a hit's block returned
+// is O(1)) and remove is O(1). The sorted-chunk slice this replaced moved
 // ~1.5 KB per insert or remove and cost most of a cache hit's time. Blocks
 // of 128 MiB and more (few: the large pool's own segments) sit in a sorted
 // slice. Not safe for concurrent use: the owning freeSet's mutex guards
