@@ -29,13 +29,15 @@ type block struct {
 	size       uint64
 	prev, next *block
 	seg        *segment
-	hgen       uint32 // generation of its class heap entry (blockSet's classHeap)
-	state      blockState
-	rlist      uint8  // the release list it is on while free (index.go)
-	placed     bool   // in a class heap of its free set
-	own        bool   // allocated on its owner's stream (evpool.SameStream), while allocated
-	requested  uint64 // bytes asked for, while allocated
-	freedAt    uint64 // when last freed, in frees (releaseIndex.nextFreed): the release order
+	// hgen is the generation of its class heap entry (blockSet's
+	// classHeap): odd while it is placed in a class heap.
+	hgen      uint32
+	state     blockState
+	rlist     uint8  // the release list it is on while free (index.go)
+	own       bool   // allocated on its owner's stream (evpool.SameStream), while allocated
+	exp       bool   // seg.exp != nil, kept here so that a hit need not load seg
+	requested uint64 // bytes asked for, while allocated
+	freedAt   uint64 // when last freed, in frees (releaseIndex.nextFreed): the release order
 	// The second line.
 	allocStream driver.Stream
 	uses        *evpool.StreamSet // streams noted by RecordStream, less the owner; nil when none

@@ -77,12 +77,13 @@ type heapEntry struct {
 }
 
 // valid reports whether e still stands for its block, in class c. The
-// generation alone decides it; address, class and placement are checked
-// too so that a generation that wrapped around cannot revive an entry for
-// a block that is elsewhere.
+// generation decides it (and, being odd, says the block is placed);
+// address and class are checked too, so that a generation that wrapped
+// around can at worst revive a second entry for a block placed exactly
+// there, which goes stale with the first.
 func (e *heapEntry) valid(c uint64) bool {
 	b := e.b
-	return b.placed && b.hgen == e.gen && b.ptr == e.ptr && b.size>>classShift == c
+	return b.hgen == e.gen && b.hgen&1 == 1 && b.ptr == e.ptr && b.size>>classShift == c
 }
 
 func blockLess(x, y *block) bool {
@@ -205,7 +206,7 @@ func (s *blockSet) insert(b *block) {
 	s.n++
 	if x := s.idx; x != nil {
 		x.max[boolBit(s.small)].added(b.size)
-		if b.seg.exp == nil {
+		if !b.exp {
 			if b.prev == nil && b.next == nil {
 				x.whole[boolBit(s.small)].push(b, listWhole)
 			}
@@ -245,8 +246,7 @@ func (s *blockSet) place(b *block) {
 		s.top |= 1 << (w >> 6)
 	}
 	ch.live++
-	b.placed = true
-	b.hgen++
+	b.hgen++ // odd: placed
 	if len(ch.h) > 0 && ch.h[0].b == b && ch.h[0].ptr == b.ptr {
 		// b comes back where it was taken from: its stale entry is the
 		// root, and the heap order holds with it revived.
@@ -315,7 +315,7 @@ func (s *blockSet) unplace(b *block) bool {
 	} else {
 		c := b.size >> classShift
 		w := c >> 6
-		if !b.placed || w >= uint64(len(s.pages)) || s.pages[w] == nil {
+		if b.hgen&1 == 0 || w >= uint64(len(s.pages)) || s.pages[w] == nil {
 			return false
 		}
 		ch := s.bucket(c)
@@ -324,8 +324,7 @@ func (s *blockSet) unplace(b *block) bool {
 		}
 		// Its entry goes stale; it leaves the heap at the root, or with
 		// the rest at the next compact.
-		b.placed = false
-		b.hgen++
+		b.hgen++ // even: not placed
 		if ch.live--; ch.live == 0 {
 			if len(ch.h) > 1 {
 				clear(ch.h)

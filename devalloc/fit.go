@@ -93,14 +93,14 @@ func allocationSize(rsize uint64) uint64 {
 // that merge into that block, and reserved memory grows without bound.
 // It reads only settings fixed by New and the block's segment.
 func (a *Allocator) oversize(b *block) bool {
-	return a.maxSplit != 0 && b.size >= a.maxSplit && b.seg.exp == nil
+	return a.maxSplit != 0 && b.size >= a.maxSplit && !b.exp
 }
 
 // fits applies the oversize rules to a candidate block; it reads only
 // settings fixed by New. Blocks of expandable ranges fit any request they
 // hold (see oversize): they are split like small-pool blocks.
 func (a *Allocator) fits(b *block, rsize uint64) bool {
-	if a.maxSplit == 0 || b.seg.exp != nil {
+	if a.maxSplit == 0 || b.exp {
 		return true
 	}
 	if rsize < a.maxSplit && b.size >= a.maxSplit {
@@ -129,14 +129,14 @@ func (a *Allocator) takeLocked(fs *freeSet, rsize, size uint64, s driver.Stream,
 // inactiveSplit reports whether b counts in the inactive_split stats: a
 // free block of a plain segment that is split.
 func inactiveSplit(b *block) bool {
-	return b.state == stateFree && b.seg.exp == nil && (b.prev != nil || b.next != nil)
+	return b.state == stateFree && !b.exp && (b.prev != nil || b.next != nil)
 }
 
 // shouldSplitLocked reports whether taking rsize bytes of b leaves a
 // remainder worth a block of its own. a.mu held.
 func (a *Allocator) shouldSplitLocked(fs *freeSet, b *block, rsize uint64) bool {
 	rem := b.size - rsize
-	if fs.small || b.seg.exp != nil {
+	if fs.small || b.exp {
 		return rem >= kMinBlockSize
 	}
 	return (a.maxSplit == 0 || rsize < a.maxSplit) && rem > kSmallSize
@@ -153,7 +153,7 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 	}
 	if a.shouldSplitLocked(fs, b, rsize) {
 		r := fs.newBlock()
-		*r = block{ptr: b.ptr + driver.Ptr(rsize), size: b.size - rsize, seg: b.seg, freedAt: b.freedAt, hgen: r.hgen}
+		*r = block{ptr: b.ptr + driver.Ptr(rsize), size: b.size - rsize, seg: b.seg, exp: b.exp, freedAt: b.freedAt, hgen: r.hgen}
 		insertAfter(b, r)
 		b.size = rsize
 		fs.free.insert(r)

@@ -69,6 +69,9 @@ func checkIndexes(t testing.TB, a *Allocator) {
 				}
 			}
 			for b := seg.head; b != nil; b = b.next {
+				if b.seg != seg || b.exp != (seg.exp != nil) {
+					t.Fatalf("block %v: segment %v (expandable %v), tiles %v", b.ptr, b.seg.ptr, b.exp, seg.ptr)
+				}
 				if b.state != stateFree {
 					if b.rlist != listNone {
 						t.Fatalf("block %v in state %d is on release list %d", b.ptr, b.state, b.rlist)
