@@ -9,14 +9,13 @@ import (
 	"time"
 
 	"github.com/accelkit/accelkit/driver"
-	"github.com/accelkit/accelkit/driver/cuda/internal/fakecuda"
 )
 
 // BenchmarkShimFake measures the backend's per-call cost on the fake
 // libcuda, whose entry points cost a few nanoseconds: what remains is the
 // shim (cgo call, context check, Go-side checks).
 func BenchmarkShimFake(b *testing.B) {
-	l := fakecuda.Build(b, nil)
+	l := buildFake(b, nil)
 	benchShim(b, openFake(b, l))
 }
 
@@ -200,7 +199,7 @@ func benchHostRegister(b *testing.B, drv *cudaDriver) {
 // and better-than-raw-x (the raw loop's time over the backend's; the goal
 // on a GPU is at most 1.1x the raw time, a ratio of at least 0.909).
 func BenchmarkLaunchFake(b *testing.B) {
-	l := fakecuda.Build(b, nil)
+	l := buildFake(b, nil)
 	benchLaunch(b, openFake(b, l))
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/accelkit/accelkit/driver"
 	"github.com/accelkit/accelkit/driver/backendkit"
-	"github.com/accelkit/accelkit/driver/cuda/internal/fakecuda"
+	"github.com/accelkit/accelkit/driver/cuda/cudatest"
 	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
@@ -22,7 +22,7 @@ type faultDevice struct {
 
 type faults struct {
 	d *device
-	l *fakecuda.Lib
+	l *cudatest.Lib
 }
 
 // FailStream makes the next work queued on s fault with
@@ -42,7 +42,7 @@ func (f faults) LoseDevice() {
 }
 
 func TestConformanceFake(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drivertest.Run(t, func(t *testing.T) driver.Driver {
 		drv, err := open("lib="+l.Path, func(d *device) driver.Device {
 			return backendkit.Compose(&faultDevice{d, faults{d, l}}, d.capabilities())
@@ -60,7 +60,7 @@ func TestConformanceFake(t *testing.T) {
 // TestConformanceFakeWithoutVMM runs the suite on devices that report no VMM
 // support and a library without the peer entry points.
 func TestConformanceFakeWithoutVMM(t *testing.T) {
-	l := fakecuda.Build(t, map[string]string{"FAKECUDA_VMM": "0"}, "cuMemcpyPeerAsync")
+	l := buildFake(t, map[string]string{"FAKECUDA_VMM": "0"}, "cuMemcpyPeerAsync")
 	drivertest.Run(t, func(t *testing.T) driver.Driver {
 		drv, err := Open("lib=" + l.Path)
 		if err != nil {
@@ -74,7 +74,7 @@ func TestConformanceFakeWithoutVMM(t *testing.T) {
 // cuLibrary* loader, so the Launcher rules run on the cuModuleLoadDataEx
 // fallback.
 func TestConformanceFakeModuleLoader(t *testing.T) {
-	l := fakecuda.Build(t, nil, libraryLoader...)
+	l := buildFake(t, nil, libraryLoader...)
 	drivertest.Run(t, func(t *testing.T) driver.Driver {
 		drv, err := open("lib="+l.Path, func(d *device) driver.Device {
 			return backendkit.Compose(&faultDevice{d, faults{d, l}}, d.capabilities())

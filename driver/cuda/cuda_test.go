@@ -14,18 +14,20 @@ import (
 	"unsafe"
 
 	"github.com/accelkit/accelkit/driver"
-	"github.com/accelkit/accelkit/driver/cuda/internal/fakecuda"
+	"github.com/accelkit/accelkit/driver/cuda/cudatest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	fakecuda.Cleanup()
-	os.Exit(code)
+// buildFake links a fresh fake libcuda (cudatest) with env set before it
+// loads and without the entry points omit; under go test -asan the fake is
+// built with AddressSanitizer too.
+func buildFake(tb testing.TB, env map[string]string, omit ...string) *cudatest.Lib {
+	tb.Helper()
+	return cudatest.BuildWith(tb, cudatest.Options{Env: env, Omit: omit, ASan: true})
 }
 
 // openFake opens the backend on fake instance l and closes it at the end
 // of the test.
-func openFake(t testing.TB, l *fakecuda.Lib) *cudaDriver {
+func openFake(t testing.TB, l *cudatest.Lib) *cudaDriver {
 	t.Helper()
 	drv, err := Open("lib=" + l.Path)
 	if err != nil {
@@ -65,7 +67,7 @@ func TestOpenWithoutLibrary(t *testing.T) {
 }
 
 func TestOpenThroughEnvironment(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	t.Setenv(EnvLibrary, l.Path)
 	drv, err := driver.Open("cuda", "")
 	if err != nil {
@@ -91,7 +93,7 @@ func TestOpenThroughEnvironment(t *testing.T) {
 // driver retains them, and a probe that finds nothing says why. sim is not
 // linked into this test binary, so cuda is the only candidate.
 func TestAutoProbe(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	t.Setenv(EnvLibrary, l.Path)
 	t.Setenv(driver.EnvDriver, "")
 	if err := probe(""); err != nil {
@@ -114,7 +116,7 @@ func TestAutoProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	noDev := fakecuda.Build(t, map[string]string{"FAKECUDA_FAIL": "cuDeviceGetCount:100"})
+	noDev := buildFake(t, map[string]string{"FAKECUDA_FAIL": "cuDeviceGetCount:100"})
 	tests := []struct {
 		name, lib, dsn string
 		want           error
@@ -152,7 +154,7 @@ func TestOpenDSN(t *testing.T) {
 
 func TestOpenMissingRequiredSymbol(t *testing.T) {
 	for _, sym := range []string{"cuMemAlloc_v2", "cuCtxGetCurrent", "cuEventRecord"} {
-		l := fakecuda.Build(t, nil, sym)
+		l := buildFake(t, nil, sym)
 		drv, err := Open("lib=" + l.Path)
 		if err == nil {
 			drv.Close()
@@ -168,14 +170,14 @@ func TestOpenPlainFallback(t *testing.T) {
 	// Without cuStreamDestroy_v2 the loader has no plain cuStreamDestroy in
 	// the fake either, so the load must fail naming the versioned symbol:
 	// the fallback is tried, never invented.
-	l := fakecuda.Build(t, nil, "cuStreamDestroy_v2")
+	l := buildFake(t, nil, "cuStreamDestroy_v2")
 	if _, err := Open("lib=" + l.Path); !errors.Is(err, driver.ErrNotSupported) || !strings.Contains(err.Error(), "cuStreamDestroy_v2") {
 		t.Errorf("Open without cuStreamDestroy_v2 = %v; want ErrNotSupported naming it", err)
 	}
 }
 
 func TestCuInitFailureIsRetried(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	if err := l.Fail("cuInit", errNoDevice, 0, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +197,7 @@ func TestCuInitFailureIsRetried(t *testing.T) {
 // releases the contexts it retained and reports a failed release along
 // with the error that stopped it.
 func TestOpenReleasesOnDeviceFailure(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	if err := l.Fail("cuDeviceGetName", errInvalidDevice, 1, 1); err != nil { // device 1
 		t.Fatal(err)
 	}
@@ -254,7 +256,7 @@ func TestCapabilities(t *testing.T) {
 			if tc.hostRegOff {
 				env["FAKECUDA_HOST_REGISTER"] = "0"
 			}
-			l := fakecuda.Build(t, env, tc.omit...)
+			l := buildFake(t, env, tc.omit...)
 			drv := openFake(t, l)
 			for i := range drv.DeviceCount() {
 				d := dev(t, drv, i)
@@ -294,7 +296,7 @@ func TestCapabilities(t *testing.T) {
 }
 
 func TestProperties(t *testing.T) {
-	drv := openFake(t, fakecuda.Build(t, nil))
+	drv := openFake(t, buildFake(t, nil))
 	d := dev(t, drv, 1)
 	p, err := d.(driver.PropertiesDevice).Properties()
 	if err != nil {
@@ -343,7 +345,7 @@ func TestErrorMapping(t *testing.T) {
 	}
 	sentinels := []error{driver.ErrOutOfMemory, driver.ErrInvalidValue, driver.ErrInvalidPointer, driver.ErrNotPinned,
 		driver.ErrNotSupported, driver.ErrNoDevice, driver.ErrClosed, driver.ErrDeviceLost}
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			drv := openFake(t, l) // a fresh driver: lost devices stay lost
@@ -373,7 +375,7 @@ func TestErrorMapping(t *testing.T) {
 }
 
 func TestErrorNameWithoutGetErrorName(t *testing.T) {
-	l := fakecuda.Build(t, nil, "cuGetErrorName")
+	l := buildFake(t, nil, "cuGetErrorName")
 	d := dev(t, openFake(t, l), 0)
 	if err := l.Fail("cuMemAlloc_v2", 4242, 0, 1); err != nil {
 		t.Fatal(err)
@@ -393,7 +395,7 @@ func TestErrorNameWithoutGetErrorName(t *testing.T) {
 func TestContextStepErrorsNameTheCall(t *testing.T) {
 	for _, op := range []string{"cuCtxGetCurrent", "cuCtxSetCurrent"} {
 		t.Run(op, func(t *testing.T) {
-			l := fakecuda.Build(t, nil)
+			l := buildFake(t, nil)
 			drv := openFake(t, l)
 			d0, d1 := dev(t, drv, 0), dev(t, drv, 1)
 			runtime.LockOSThread()
@@ -412,7 +414,7 @@ func TestContextStepErrorsNameTheCall(t *testing.T) {
 }
 
 func TestDeviceLostIsSticky(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	d0, d1 := dev(t, drv, 0), dev(t, drv, 1)
 	s, err := d0.NewStream()
@@ -468,7 +470,7 @@ func TestDeviceLostIsSticky(t *testing.T) {
 }
 
 func TestFreeTracking(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	d0, d1 := dev(t, drv, 0), dev(t, drv, 1)
 	if p, err := d0.Malloc(0); p != 0 || err != nil {
@@ -514,13 +516,13 @@ func TestFreeTracking(t *testing.T) {
 	if err := d0.Free(p); err != nil {
 		t.Errorf("Free after a failed Free = %v", err)
 	}
-	if n := l.Live(fakecuda.LiveDevice); n != 0 {
+	if n := l.Live(cudatest.LiveDevice); n != 0 {
 		t.Errorf("%d allocations leaked", n)
 	}
 }
 
 func TestPinnedHostMemory(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	d0, d1 := dev(t, drv, 0), dev(t, drv, 1)
 	empty, err := d0.HostAlloc(0)
@@ -602,13 +604,13 @@ func TestPinnedHostMemory(t *testing.T) {
 	}
 	d1.HostFree(other)
 	d0.Free(p)
-	if n := l.Live(fakecuda.LiveHost); n != 0 {
+	if n := l.Live(cudatest.LiveHost); n != 0 {
 		t.Errorf("%d host allocations leaked", n)
 	}
 }
 
 func TestSyncCopiesTakeGoMemory(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	d := dev(t, openFake(t, l), 1)
 	p, err := d.Malloc(1 << 16)
 	if err != nil {
@@ -640,7 +642,7 @@ func TestSyncCopiesTakeGoMemory(t *testing.T) {
 }
 
 func TestStreamAndEventFlags(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	for i := range 2 {
 		d := dev(t, drv, i)
@@ -689,7 +691,7 @@ func TestStreamAndEventFlags(t *testing.T) {
 }
 
 func TestStreamOfAnotherDevice(t *testing.T) {
-	drv := openFake(t, fakecuda.Build(t, nil))
+	drv := openFake(t, buildFake(t, nil))
 	d0, d1 := dev(t, drv, 0), dev(t, drv, 1)
 	s1, _ := d1.NewStream()
 	e0, _ := d0.NewEvent()
@@ -715,7 +717,7 @@ func TestStreamOfAnotherDevice(t *testing.T) {
 // some free to move) that use both devices at random; every operation must
 // find its own device's context current, which the fake checks.
 func TestContextAcrossThreads(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	devs := []driver.Device{dev(t, drv, 0), dev(t, drv, 1)}
 	const goroutines, rounds = 64, 40
@@ -790,7 +792,7 @@ func TestContextAcrossThreads(t *testing.T) {
 // TestSetCurrentOnlyOnChange counts cuCtxSetCurrent on one locked thread:
 // repeated calls for one device must not set the context again.
 func TestSetCurrentOnlyOnChange(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	d0, d1 := drv.devs[0], drv.devs[1]
 	runtime.LockOSThread()
@@ -826,7 +828,7 @@ func TestSetCurrentOnlyOnChange(t *testing.T) {
 }
 
 func TestVMMOnFake(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	d := dev(t, drv, 1)
 	v, ok := driver.AsVMM(d)
@@ -889,7 +891,7 @@ func TestVMMOnFake(t *testing.T) {
 	if err := v.AddressFree(p, 4*g); err != nil {
 		t.Fatal(err)
 	}
-	if n := l.Live(fakecuda.LiveReserve) + l.Live(fakecuda.LiveMap); n != 0 {
+	if n := l.Live(cudatest.LiveReserve) + l.Live(cudatest.LiveMap); n != 0 {
 		t.Errorf("%d reservations or mappings leaked", n)
 	}
 	if free, _, err := d.MemInfo(); err != nil || free != 1<<30 {
@@ -898,7 +900,7 @@ func TestVMMOnFake(t *testing.T) {
 }
 
 func TestPeerOnFake(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	d0, d1 := dev(t, drv, 0), dev(t, drv, 1)
 	p0, ok := driver.AsPeer(d0)
@@ -945,7 +947,7 @@ func TestPeerOnFake(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv, err := Open("lib=" + l.Path)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
-	"github.com/accelkit/accelkit/driver/cuda/internal/fakecuda"
 )
 
 // The cuLibrary* loader of CUDA 12.0 and its parameter info (12.4), left
@@ -193,7 +192,7 @@ func checkKernels(t *testing.T, drv *cudaDriver) {
 }
 
 func TestLaunchLibraryFake(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	checkKernels(t, drv)
 	if n := l.Counter("cuLibraryLoadData"); n != 1 {
@@ -218,7 +217,7 @@ func TestLaunchLibraryFake(t *testing.T) {
 }
 
 func TestLaunchModuleFallbackFake(t *testing.T) {
-	l := fakecuda.Build(t, nil, libraryLoader...)
+	l := buildFake(t, nil, libraryLoader...)
 	drv := openFake(t, l)
 	checkKernels(t, drv)
 	if n := l.Counter("cuModuleLoadDataEx"); n != 1 {
@@ -241,7 +240,7 @@ func TestLaunchModuleFallbackFake(t *testing.T) {
 func TestLaunchWithoutParamInfo(t *testing.T) {
 	for _, omit := range [][]string{{"cuKernelGetParamInfo"}, append(slices.Clone(libraryLoader), "cuFuncGetParamInfo")} {
 		t.Run(omit[0], func(t *testing.T) {
-			l := fakecuda.Build(t, nil, omit...)
+			l := buildFake(t, nil, omit...)
 			drv := openFake(t, l)
 			d := drv.devs[0]
 			m := loadKernels(t, launcher(t, drv, 0), kernelPTX)
@@ -282,7 +281,7 @@ func TestLaunchMissingSymbols(t *testing.T) {
 		{append(slices.Clone(libraryLoader), "cuModuleUnload"), "neither"},
 	} {
 		t.Run(strings.Join(tc.omit, "+"), func(t *testing.T) {
-			l := fakecuda.Build(t, nil, tc.omit...)
+			l := buildFake(t, nil, tc.omit...)
 			drv := openFake(t, l)
 			d := drv.devs[0]
 			if _, ok := driver.AsLauncher(d.state.Public); ok || d.launcher {
@@ -300,7 +299,7 @@ func TestLaunchMissingSymbols(t *testing.T) {
 }
 
 func TestLoadModuleBadImage(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	ld := launcher(t, drv, 0)
 	header := ".version 7.0\n.target sm_50\n.address_size 64\n"
@@ -359,7 +358,7 @@ func TestLoadModuleBadImage(t *testing.T) {
 func TestKernelNotFound(t *testing.T) {
 	for _, omit := range [][]string{nil, libraryLoader} {
 		t.Run(fmt.Sprint(len(omit) == 0), func(t *testing.T) {
-			drv := openFake(t, fakecuda.Build(t, nil, omit...))
+			drv := openFake(t, buildFake(t, nil, omit...))
 			m := loadKernels(t, launcher(t, drv, 0), kernelPTX)
 			_, err := m.Kernel("accelkit_missing")
 			var e *driver.Error
@@ -380,7 +379,7 @@ func TestKernelNotFound(t *testing.T) {
 }
 
 func TestLaunchArgMismatch(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	d := drv.devs[0]
 	m := loadKernels(t, launcher(t, drv, 0), kernelPTX)
@@ -437,7 +436,7 @@ func TestLaunchFaultLosesDevice(t *testing.T) {
 		{"out of bounds", "accelkit_scale", func(p driver.Ptr) []any { return []any{p, float32(2), int32(1 << 20)} }, errIllegalAddress},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := fakecuda.Build(t, nil)
+			l := buildFake(t, nil)
 			drv := openFake(t, l)
 			d := drv.devs[0]
 			m := loadKernels(t, launcher(t, drv, 0), kernelPTX)
@@ -481,7 +480,7 @@ func TestModuleUnload(t *testing.T) {
 	for _, omit := range [][]string{nil, libraryLoader} {
 		library := len(omit) == 0
 		t.Run(fmt.Sprint("library=", library), func(t *testing.T) {
-			l := fakecuda.Build(t, nil, omit...)
+			l := buildFake(t, nil, omit...)
 			drv := openFake(t, l)
 			d := drv.devs[0]
 			ld := launcher(t, drv, 0)
@@ -552,7 +551,7 @@ func TestModuleUnload(t *testing.T) {
 // streams and both devices, with kernel lookups and a module loaded and
 // unloaded meanwhile; each goroutine checks its own results.
 func TestLaunchConcurrent(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	const workers, rounds, n = 4, 50, 300
 	mods := []driver.Module{loadKernels(t, launcher(t, drv, 0), kernelPTX), loadKernels(t, launcher(t, drv, 1), kernelPTX)}
@@ -642,7 +641,7 @@ func TestLaunchConcurrent(t *testing.T) {
 // TestLaunchUnloadRace: launches racing an Unload either enqueue before it
 // or fail with ErrInvalidValue; none reaches the driver after the unload.
 func TestLaunchUnloadRace(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	d := drv.devs[0]
 	m, err := launcher(t, drv, 0).LoadModule([]byte(kernelPTX))
@@ -681,7 +680,7 @@ func TestLaunchDoesNotAllocate(t *testing.T) {
 	if asanBuild {
 		t.Skip("go test -asan makes cgo arguments escape; the count holds in the ordinary build")
 	}
-	drv := openFake(t, fakecuda.Build(t, nil))
+	drv := openFake(t, buildFake(t, nil))
 	d := drv.devs[0]
 	m := loadKernels(t, launcher(t, drv, 0), kernelPTX)
 	k := kernelOf(t, m, "accelkit_scale")
@@ -713,7 +712,7 @@ type foreignKernel struct{ driver.Kernel }
 // does, refuses what is not this backend's before the driver sees it, and
 // stops at the first launch the driver refuses.
 func TestRawLaunchLoop(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	d := drv.devs[0]
 	m := loadKernels(t, launcher(t, drv, 0), kernelPTX)

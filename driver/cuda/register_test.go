@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
-	"github.com/accelkit/accelkit/driver/cuda/internal/fakecuda"
+	"github.com/accelkit/accelkit/driver/cuda/cudatest"
 )
 
 // hostReg returns d's HostRegisterDevice.
@@ -25,7 +25,7 @@ func hostReg(t *testing.T, d driver.Device) driver.HostRegisterDevice {
 // 0, a cuCtxSynchronize before each cuMemHostUnregister, and no driver
 // call for the misuse it refuses itself.
 func TestHostRegisterOnFake(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	d0, d1 := dev(t, drv, 0), dev(t, drv, 1)
 	hr0, hr1 := hostReg(t, d0), hostReg(t, d1)
@@ -37,7 +37,7 @@ func TestHostRegisterOnFake(t *testing.T) {
 	if f := l.LastFlags("cuMemHostRegister_v2"); f != 0 {
 		t.Errorf("cuMemHostRegister_v2 flags %#x; want 0", f)
 	}
-	if n := l.Live(fakecuda.LiveHostReg); n != 1 {
+	if n := l.Live(cudatest.LiveHostReg); n != 1 {
 		t.Errorf("%d registrations in the driver; want 1", n)
 	}
 	ha, err := d0.HostAlloc(4096)
@@ -76,7 +76,7 @@ func TestHostRegisterOnFake(t *testing.T) {
 	if n := l.Counter("cuMemHostUnregister") - unregs; n != 1 {
 		t.Errorf("%d cuMemHostUnregister calls; want 1 (misuse is refused without one)", n)
 	}
-	if n := l.Live(fakecuda.LiveHostReg); n != 0 {
+	if n := l.Live(cudatest.LiveHostReg); n != 0 {
 		t.Errorf("%d registrations left in the driver; want 0", n)
 	}
 	if err := d0.HostFree(ha); err != nil {
@@ -89,7 +89,7 @@ func TestHostRegisterOnFake(t *testing.T) {
 // failures of registering, of the wait before unregistering and of
 // unregistering, after which the registration is as it was.
 func TestHostRegisterDriverErrors(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	d := dev(t, drv, 0)
 	hr := hostReg(t, d)
@@ -155,7 +155,7 @@ func TestHostRegisterDriverErrors(t *testing.T) {
 // registered, on a live device and on a lost one, and that the calls after
 // it are ErrClosed.
 func TestCloseEndsRegistrations(t *testing.T) {
-	l := fakecuda.Build(t, nil)
+	l := buildFake(t, nil)
 	drv, err := Open("lib=" + l.Path)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +179,7 @@ func TestCloseEndsRegistrations(t *testing.T) {
 	if n := l.Counter("cuMemHostUnregister") - unregs; n != 1 {
 		t.Errorf("Close made %d cuMemHostUnregister calls; want 1 (the lost device's fails at its wait)", n)
 	}
-	if n := l.Live(fakecuda.LiveHostReg); n != 0 {
+	if n := l.Live(cudatest.LiveHostReg); n != 0 {
 		t.Errorf("%d registrations left after Close; want 0 (the released contexts took the rest)", n)
 	}
 	if err := hostReg(t, d0).HostUnregister(b0); !errors.Is(err, driver.ErrClosed) {

@@ -8,7 +8,9 @@
 // temporary directory. Each library is its own file without a soname, so
 // every Build is an independent instance with its own devices, counters
 // and injected faults. Point driver/cuda at Lib.Path through its DSN
-// ("lib=PATH") or the ACCELKIT_LIBCUDA variable.
+// ("lib=PATH") or the ACCELKIT_LIBCUDA variable. BuildWith sets variables
+// before the library loads, leaves entry points out, and under go test
+// -asan can build the fake with AddressSanitizer.
 //
 // The fake serves host memory as device memory on two devices (variables
 // read when the library loads: FAKECUDA_DEVICES, FAKECUDA_CAPACITY_MIB,
