@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // BenchmarkShimFake measures the backend's per-call cost on the fake
@@ -214,8 +215,8 @@ func BenchmarkLaunchReal(b *testing.B) {
 
 func benchLaunch(b *testing.B, drv *cudaDriver) {
 	d := drv.devs[0]
-	m := loadKernels(b, launcher(b, drv, 0), kernelPTX)
-	k := kernelOf(b, m, "accelkit_scale").(*kernel)
+	m := loadKernels(b, launcher(b, drv, 0), drivertest.KernelPTX)
+	k := kernelOf(b, m, drivertest.KernelScale).(*kernel)
 	x, err := d.Malloc(4)
 	if err != nil {
 		b.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/accelkit/accelkit/driver"
+	"github.com/accelkit/accelkit/driver/drivertest"
 )
 
 // The cuLibrary* loader of CUDA 12.0 and its parameter info (12.4), left
@@ -108,8 +109,8 @@ func mustArgs(t testing.TB, vals ...any) *driver.Args {
 // and the three in stream order on one stream with async copies.
 func checkKernels(t *testing.T, drv *cudaDriver) {
 	d := drv.devs[0]
-	m := loadKernels(t, launcher(t, drv, 0), kernelPTX)
-	add, scale, sum := kernelOf(t, m, "accelkit_vector_add"), kernelOf(t, m, "accelkit_scale"), kernelOf(t, m, "accelkit_reduce_sum")
+	m := loadKernels(t, launcher(t, drv, 0), drivertest.KernelPTX)
+	add, scale, sum := kernelOf(t, m, drivertest.KernelVectorAdd), kernelOf(t, m, drivertest.KernelScale), kernelOf(t, m, drivertest.KernelReduceSum)
 	if params, ok := add.Params(); !ok || !slices.Equal(params, []driver.Param{{Offset: 0, Size: 8}, {Offset: 8, Size: 8}, {Offset: 16, Size: 8}, {Offset: 24, Size: 4}}) {
 		t.Errorf("vector add Params = %v, %v; want offsets 0, 8, 16, 24 and sizes 8, 8, 8, 4", params, ok)
 	}
@@ -243,8 +244,8 @@ func TestLaunchWithoutParamInfo(t *testing.T) {
 			l := buildFake(t, nil, omit...)
 			drv := openFake(t, l)
 			d := drv.devs[0]
-			m := loadKernels(t, launcher(t, drv, 0), kernelPTX)
-			k := kernelOf(t, m, "accelkit_scale")
+			m := loadKernels(t, launcher(t, drv, 0), drivertest.KernelPTX)
+			k := kernelOf(t, m, drivertest.KernelScale)
 			if params, ok := k.Params(); ok || params != nil {
 				t.Errorf("Params = %v, %v; want none, false", params, ok)
 			}
@@ -316,7 +317,7 @@ func TestLoadModuleBadImage(t *testing.T) {
 		{"newer ISA", ".version 99.1\n.target sm_50\n.visible .entry k() { ret; }\n", errUnsupportedPTXVersion, "Unsupported .version 99.1"},
 		{"newer target", ".version 7.0\n.target sm_120\n.visible .entry k() { ret; }\n", errInvalidPTX, "higher than the device's"},
 		{"other ELF", "\x7fELF\x02\x01\x01junk", errInvalidImage, "not a fake cubin"},
-		{"cubin of another GPU", "\x7fELFACCELKIT-FAKE-CUBIN sm_80\n" + kernelPTX, errNoBinaryForGPU, ""},
+		{"cubin of another GPU", "\x7fELFACCELKIT-FAKE-CUBIN sm_80\n" + drivertest.KernelPTX, errNoBinaryForGPU, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -344,10 +345,10 @@ func TestLoadModuleBadImage(t *testing.T) {
 		})
 	}
 	// None of that poisons the device, and a good cubin loads.
-	m := loadKernels(t, ld, "\x7fELFACCELKIT-FAKE-CUBIN sm_90\n"+kernelPTX)
+	m := loadKernels(t, ld, "\x7fELFACCELKIT-FAKE-CUBIN sm_90\n"+drivertest.KernelPTX)
 	d := drv.devs[0]
 	x := upload(t, d, []float32{1, 2})
-	if err := kernelOf(t, m, "accelkit_scale").Launch(nil, grid1D(2), mustArgs(t, x, float32(10), int32(2))); err != nil {
+	if err := kernelOf(t, m, drivertest.KernelScale).Launch(nil, grid1D(2), mustArgs(t, x, float32(10), int32(2))); err != nil {
 		t.Fatal(err)
 	}
 	if got := download(t, d, x, 2); !slices.Equal(got, []float32{10, 20}) {
@@ -359,19 +360,19 @@ func TestKernelNotFound(t *testing.T) {
 	for _, omit := range [][]string{nil, libraryLoader} {
 		t.Run(fmt.Sprint(len(omit) == 0), func(t *testing.T) {
 			drv := openFake(t, buildFake(t, nil, omit...))
-			m := loadKernels(t, launcher(t, drv, 0), kernelPTX)
+			m := loadKernels(t, launcher(t, drv, 0), drivertest.KernelPTX)
 			_, err := m.Kernel("accelkit_missing")
 			var e *driver.Error
 			if !errors.Is(err, driver.ErrNotFound) || !errors.As(err, &e) || e.Code != errNotFound || !strings.Contains(err.Error(), "accelkit_missing") {
 				t.Errorf("Kernel(accelkit_missing) = %v; want ErrNotFound (CUDA_ERROR_NOT_FOUND) naming it", err)
 			}
-			for _, name := range []string{"", "accelkit_scale\x00"} {
+			for _, name := range []string{"", drivertest.KernelScale + "\x00"} {
 				if _, err := m.Kernel(name); !errors.Is(err, driver.ErrInvalidValue) {
 					t.Errorf("Kernel(%q) = %v; want ErrInvalidValue", name, err)
 				}
 			}
-			k1, k2 := kernelOf(t, m, "accelkit_scale"), kernelOf(t, m, "accelkit_scale")
-			if k1 != k2 || k1.Name() != "accelkit_scale" {
+			k1, k2 := kernelOf(t, m, drivertest.KernelScale), kernelOf(t, m, drivertest.KernelScale)
+			if k1 != k2 || k1.Name() != drivertest.KernelScale {
 				t.Errorf("Kernel twice gave %p and %p (%s); want the same kernel", k1, k2, k1.Name())
 			}
 		})
@@ -382,8 +383,8 @@ func TestLaunchArgMismatch(t *testing.T) {
 	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	d := drv.devs[0]
-	m := loadKernels(t, launcher(t, drv, 0), kernelPTX)
-	add := kernelOf(t, m, "accelkit_vector_add")
+	m := loadKernels(t, launcher(t, drv, 0), drivertest.KernelPTX)
+	add := kernelOf(t, m, drivertest.KernelVectorAdd)
 	p := upload(t, d, make([]float32, 4))
 	ok := mustArgs(t, p, p, p, int32(4))
 	tests := []struct {
@@ -406,7 +407,7 @@ func TestLaunchArgMismatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := l.Counter("cuLaunchKernel")
 			err := add.Launch(nil, tc.cfg, tc.args)
-			if !errors.Is(err, driver.ErrInvalidValue) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "accelkit_vector_add") {
+			if !errors.Is(err, driver.ErrInvalidValue) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), drivertest.KernelVectorAdd) {
 				t.Errorf("Launch = %v; want ErrInvalidValue naming the kernel and %q", err, tc.want)
 			}
 			if calls := l.Counter("cuLaunchKernel") - before; (calls != 0) != tc.driver {
@@ -432,14 +433,14 @@ func TestLaunchFaultLosesDevice(t *testing.T) {
 		args         func(p driver.Ptr) []any
 		code         int
 	}{
-		{"trap", "accelkit_fault", func(p driver.Ptr) []any { return []any{p} }, errLaunchFailed},
-		{"out of bounds", "accelkit_scale", func(p driver.Ptr) []any { return []any{p, float32(2), int32(1 << 20)} }, errIllegalAddress},
+		{"trap", drivertest.KernelFault, func(p driver.Ptr) []any { return []any{p} }, errLaunchFailed},
+		{"out of bounds", drivertest.KernelScale, func(p driver.Ptr) []any { return []any{p, float32(2), int32(1 << 20)} }, errIllegalAddress},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := buildFake(t, nil)
 			drv := openFake(t, l)
 			d := drv.devs[0]
-			m := loadKernels(t, launcher(t, drv, 0), kernelPTX)
+			m := loadKernels(t, launcher(t, drv, 0), drivertest.KernelPTX)
 			k := kernelOf(t, m, tc.kernel)
 			x := upload(t, d, []float32{1, 2, 3, 4})
 			s, err := d.NewStream()
@@ -460,10 +461,10 @@ func TestLaunchFaultLosesDevice(t *testing.T) {
 			if err := k.Launch(nil, grid1D(1), mustArgs(t, tc.args(x)...)); !errors.Is(err, driver.ErrDeviceLost) {
 				t.Errorf("Launch after the fault = %v; want ErrDeviceLost", err)
 			}
-			if _, err := m.Kernel("accelkit_vector_add"); !errors.Is(err, driver.ErrDeviceLost) {
+			if _, err := m.Kernel(drivertest.KernelVectorAdd); !errors.Is(err, driver.ErrDeviceLost) {
 				t.Errorf("Kernel after the fault = %v; want ErrDeviceLost", err)
 			}
-			if _, err := launcher(t, drv, 0).LoadModule([]byte(kernelPTX)); !errors.Is(err, driver.ErrDeviceLost) {
+			if _, err := launcher(t, drv, 0).LoadModule([]byte(drivertest.KernelPTX)); !errors.Is(err, driver.ErrDeviceLost) {
 				t.Errorf("LoadModule after the fault = %v; want ErrDeviceLost", err)
 			}
 			if err := drv.Close(); err != nil {
@@ -484,11 +485,11 @@ func TestModuleUnload(t *testing.T) {
 			drv := openFake(t, l)
 			d := drv.devs[0]
 			ld := launcher(t, drv, 0)
-			m, err := ld.LoadModule([]byte(kernelPTX))
+			m, err := ld.LoadModule([]byte(drivertest.KernelPTX))
 			if err != nil {
 				t.Fatal(err)
 			}
-			k := kernelOf(t, m, "accelkit_scale")
+			k := kernelOf(t, m, drivertest.KernelScale)
 			x := upload(t, d, []float32{1})
 			s, err := d.NewStream()
 			if err != nil {
@@ -523,7 +524,7 @@ func TestModuleUnload(t *testing.T) {
 			if l.Counter("cuLaunchKernel") != before {
 				t.Error("a launch after Unload reached the driver")
 			}
-			if _, err := m.Kernel("accelkit_scale"); !errors.Is(err, driver.ErrInvalidValue) {
+			if _, err := m.Kernel(drivertest.KernelScale); !errors.Is(err, driver.ErrInvalidValue) {
 				t.Errorf("Kernel after Unload = %v; want ErrInvalidValue", err)
 			}
 			if err := m.Unload(); err != nil {
@@ -531,7 +532,7 @@ func TestModuleUnload(t *testing.T) {
 			}
 
 			// Close unloads the modules still loaded.
-			if _, err := ld.LoadModule([]byte(kernelPTX)); err != nil {
+			if _, err := ld.LoadModule([]byte(drivertest.KernelPTX)); err != nil {
 				t.Fatal(err)
 			}
 			if err := drv.Close(); err != nil {
@@ -540,7 +541,7 @@ func TestModuleUnload(t *testing.T) {
 			if n := l.LiveImages(library); n != 0 {
 				t.Errorf("%d images loaded after Close; want 0", n)
 			}
-			if _, err := ld.LoadModule([]byte(kernelPTX)); !errors.Is(err, driver.ErrClosed) {
+			if _, err := ld.LoadModule([]byte(drivertest.KernelPTX)); !errors.Is(err, driver.ErrClosed) {
 				t.Errorf("LoadModule after Close = %v; want ErrClosed", err)
 			}
 		})
@@ -554,7 +555,7 @@ func TestLaunchConcurrent(t *testing.T) {
 	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	const workers, rounds, n = 4, 50, 300
-	mods := []driver.Module{loadKernels(t, launcher(t, drv, 0), kernelPTX), loadKernels(t, launcher(t, drv, 1), kernelPTX)}
+	mods := []driver.Module{loadKernels(t, launcher(t, drv, 0), drivertest.KernelPTX), loadKernels(t, launcher(t, drv, 1), drivertest.KernelPTX)}
 	var wg sync.WaitGroup
 	errs := make(chan error, workers+1)
 	for w := range workers {
@@ -569,7 +570,7 @@ func TestLaunchConcurrent(t *testing.T) {
 					return err
 				}
 				defer s.Destroy()
-				k, err := m.Kernel("accelkit_vector_add")
+				k, err := m.Kernel(drivertest.KernelVectorAdd)
 				if err != nil {
 					return err
 				}
@@ -615,11 +616,11 @@ func TestLaunchConcurrent(t *testing.T) {
 		defer wg.Done()
 		errs <- func() error {
 			for range 20 {
-				m, err := ld.LoadModule([]byte(kernelPTX))
+				m, err := ld.LoadModule([]byte(drivertest.KernelPTX))
 				if err != nil {
 					return err
 				}
-				if _, err := m.Kernel("accelkit_reduce_sum"); err != nil {
+				if _, err := m.Kernel(drivertest.KernelReduceSum); err != nil {
 					return err
 				}
 				if err := m.Unload(); err != nil {
@@ -644,11 +645,11 @@ func TestLaunchUnloadRace(t *testing.T) {
 	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	d := drv.devs[0]
-	m, err := launcher(t, drv, 0).LoadModule([]byte(kernelPTX))
+	m, err := launcher(t, drv, 0).LoadModule([]byte(drivertest.KernelPTX))
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := kernelOf(t, m, "accelkit_scale")
+	k := kernelOf(t, m, drivertest.KernelScale)
 	x := upload(t, d, []float32{1})
 	args := mustArgs(t, x, float32(1), int32(1))
 	var wg sync.WaitGroup
@@ -682,8 +683,8 @@ func TestLaunchDoesNotAllocate(t *testing.T) {
 	}
 	drv := openFake(t, buildFake(t, nil))
 	d := drv.devs[0]
-	m := loadKernels(t, launcher(t, drv, 0), kernelPTX)
-	k := kernelOf(t, m, "accelkit_scale")
+	m := loadKernels(t, launcher(t, drv, 0), drivertest.KernelPTX)
+	k := kernelOf(t, m, drivertest.KernelScale)
 	x := upload(t, d, []float32{1})
 	s, err := d.NewStream()
 	if err != nil {
@@ -715,8 +716,8 @@ func TestRawLaunchLoop(t *testing.T) {
 	l := buildFake(t, nil)
 	drv := openFake(t, l)
 	d := drv.devs[0]
-	m := loadKernels(t, launcher(t, drv, 0), kernelPTX)
-	scale := kernelOf(t, m, "accelkit_scale")
+	m := loadKernels(t, launcher(t, drv, 0), drivertest.KernelPTX)
+	scale := kernelOf(t, m, drivertest.KernelScale)
 	x := upload(t, d, []float32{1, 2, 3, 4, 5})
 	s, err := d.NewStream()
 	if err != nil {
