@@ -303,38 +303,60 @@ func (k *kernel) Name() string { return k.name }
 
 func (k *kernel) Params() ([]driver.Param, bool) { return slices.Clone(k.params), k.paramsOK }
 
-// Launch checks cfg and args (driver.CheckLaunch with the device's limits
-// read at Open and the parameter info, where the driver gave it) and
-// queues the kernel with one shim call, which builds the kernelParams
-// array from args' packed buffer on the C stack. With a reused *Args it
-// does not allocate.
-func (k *kernel) Launch(s driver.Stream, cfg driver.LaunchConfig, args *driver.Args) error {
+// launchArgs are a checked launch's stream, dimensions and arguments as
+// the shim takes them.
+type launchArgs struct {
+	st                             *stream
+	gx, gy, gz, bx, by, bz, shared C.uint
+	buf                            *C.uchar // args' packed values; nil without arguments
+	offs                           *C.uint  // each argument's offset in buf
+	n                              C.int
+}
+
+// prepare checks a launch of k (driver.CheckLaunch with the device's
+// limits read at Open and the parameter info, where the driver gave it)
+// and returns it as the shim takes it; op names the launch in errors
+// ("launch", "RawLaunchLoop"), streamOp the call in a stream's. The buffer
+// pointers point into args, which the caller keeps alive across the cgo
+// call; it does not allocate.
+func (k *kernel) prepare(op, streamOp string, s driver.Stream, cfg driver.LaunchConfig, args *driver.Args) (launchArgs, error) {
 	d := k.m.d
-	st, err := d.stream(s, "Kernel.Launch")
+	st, err := d.stream(s, streamOp)
 	if err != nil {
-		return err
+		return launchArgs{}, err
 	}
 	if err := driver.CheckLaunch(k.name, cfg, args, k.params, k.paramsOK, d.maxBlock, d.maxShared); err != nil {
-		return err
+		return launchArgs{}, err
 	}
 	buf, offs, _ := args.Buffer()
 	if len(offs) > maxParams {
-		return fmt.Errorf("cuda device %d: launch of %s: %d arguments; a launch passes at most %d: %w", d.ordinal, k.name, len(offs), maxParams, driver.ErrInvalidValue)
-	}
-	var pbuf *C.uchar
-	var poffs *C.uint
-	if len(offs) > 0 {
-		pbuf = (*C.uchar)(unsafe.Pointer(unsafe.SliceData(buf)))
-		poffs = (*C.uint)(unsafe.Pointer(unsafe.SliceData(offs)))
+		return launchArgs{}, fmt.Errorf("cuda device %d: %s of %s: %d arguments; a launch passes at most %d: %w", d.ordinal, op, k.name, len(offs), maxParams, driver.ErrInvalidValue)
 	}
 	g, b := cfg.Grid.Norm(), cfg.Block.Norm()
+	a := launchArgs{st: st, gx: C.uint(g.X), gy: C.uint(g.Y), gz: C.uint(g.Z), bx: C.uint(b.X), by: C.uint(b.Y), bz: C.uint(b.Z),
+		shared: C.uint(cfg.SharedMem), n: C.int(len(offs))}
+	if len(offs) > 0 {
+		a.buf = (*C.uchar)(unsafe.Pointer(unsafe.SliceData(buf)))
+		a.offs = (*C.uint)(unsafe.Pointer(unsafe.SliceData(offs)))
+	}
+	return a, nil
+}
+
+// Launch checks cfg and args (prepare) and queues the kernel with one shim
+// call, which builds the kernelParams array from args' packed buffer on
+// the C stack. With a reused *Args it does not allocate.
+func (k *kernel) Launch(s driver.Stream, cfg driver.LaunchConfig, args *driver.Args) error {
+	d := k.m.d
+	a, err := k.prepare("launch", "Kernel.Launch", s, cfg, args)
+	if err != nil {
+		return err
+	}
 	k.m.mu.RLock()
 	if k.m.unloaded {
 		k.m.mu.RUnlock()
 		return k.m.unloadedError("launch of " + k.name)
 	}
-	r := C.ak_launch(d.l, d.ctx, k.f, C.uint(g.X), C.uint(g.Y), C.uint(g.Z), C.uint(b.X), C.uint(b.Y), C.uint(b.Z),
-		C.uint(cfg.SharedMem), st.h, pbuf, poffs, C.int(len(offs)))
+	r := C.ak_launch(d.l, d.ctx, k.f, a.gx, a.gy, a.gz, a.bx, a.by, a.bz, a.shared, a.st.h, a.buf, a.offs, a.n)
 	k.m.mu.RUnlock()
 	if r != 0 {
 		return fmt.Errorf("cuda device %d: launch of %s (grid %s, block %s): %w", d.ordinal, k.name, cfg.Grid, cfg.Block, d.result("cuLaunchKernel", r))

@@ -9,7 +9,6 @@ import "C"
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/accelkit/accelkit/driver"
 )
@@ -63,31 +62,16 @@ func RawLaunchLoop(k driver.Kernel, s driver.Stream, cfg driver.LaunchConfig, ar
 	if n < 0 {
 		return fmt.Errorf("cuda device %d: RawLaunchLoop of %s: %d launches; want n >= 0: %w", d.ordinal, kk.name, n, driver.ErrInvalidValue)
 	}
-	st, err := d.stream(s, "RawLaunchLoop")
+	a, err := kk.prepare("RawLaunchLoop", "RawLaunchLoop", s, cfg, args)
 	if err != nil {
 		return err
 	}
-	if err := driver.CheckLaunch(kk.name, cfg, args, kk.params, kk.paramsOK, d.maxBlock, d.maxShared); err != nil {
-		return err
-	}
-	buf, offs, _ := args.Buffer()
-	if len(offs) > maxParams {
-		return fmt.Errorf("cuda device %d: RawLaunchLoop of %s: %d arguments; a launch passes at most %d: %w", d.ordinal, kk.name, len(offs), maxParams, driver.ErrInvalidValue)
-	}
-	var pbuf *C.uchar
-	var poffs *C.uint
-	if len(offs) > 0 {
-		pbuf = (*C.uchar)(unsafe.Pointer(unsafe.SliceData(buf)))
-		poffs = (*C.uint)(unsafe.Pointer(unsafe.SliceData(offs)))
-	}
-	g, b := cfg.Grid.Norm(), cfg.Block.Norm()
 	kk.m.mu.RLock()
 	defer kk.m.mu.RUnlock()
 	if kk.m.unloaded {
 		return kk.m.unloadedError("RawLaunchLoop of " + kk.name)
 	}
-	r := C.ak_raw_launch_loop(d.l, d.ctx, kk.f, C.long(n), C.uint(g.X), C.uint(g.Y), C.uint(g.Z), C.uint(b.X), C.uint(b.Y), C.uint(b.Z),
-		C.uint(cfg.SharedMem), st.h, pbuf, poffs, C.int(len(offs)))
+	r := C.ak_raw_launch_loop(d.l, d.ctx, kk.f, C.long(n), a.gx, a.gy, a.gz, a.bx, a.by, a.bz, a.shared, a.st.h, a.buf, a.offs, a.n)
 	if r != 0 {
 		return fmt.Errorf("cuda device %d: RawLaunchLoop of %s (grid %s, block %s): %w", d.ordinal, kk.name, cfg.Grid, cfg.Block, d.result("cuLaunchKernel", r))
 	}
