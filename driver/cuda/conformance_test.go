@@ -41,8 +41,9 @@ func (f faults) LoseDevice() {
 	}
 }
 
-func TestConformanceFake(t *testing.T) {
-	l := buildFake(t, nil)
+// runWithFaults runs drivertest.Run on fake l, its devices offering
+// drivertest.Faults.
+func runWithFaults(t *testing.T, l *cudatest.Lib) {
 	drivertest.Run(t, func(t *testing.T) driver.Driver {
 		drv, err := open("lib="+l.Path, func(d *device) driver.Device {
 			return backendkit.Compose(&faultDevice{d, faults{d, l}}, d.capabilities())
@@ -52,6 +53,11 @@ func TestConformanceFake(t *testing.T) {
 		}
 		return drv
 	})
+}
+
+func TestConformanceFake(t *testing.T) {
+	l := buildFake(t, nil)
+	runWithFaults(t, l)
 	if n := l.Counter("ctx_mismatch"); n != 0 {
 		t.Errorf("%d stream or event operations ran with another context current", n)
 	}
@@ -75,15 +81,7 @@ func TestConformanceFakeWithoutVMM(t *testing.T) {
 // fallback.
 func TestConformanceFakeModuleLoader(t *testing.T) {
 	l := buildFake(t, nil, libraryLoader...)
-	drivertest.Run(t, func(t *testing.T) driver.Driver {
-		drv, err := open("lib="+l.Path, func(d *device) driver.Device {
-			return backendkit.Compose(&faultDevice{d, faults{d, l}}, d.capabilities())
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return drv
-	})
+	runWithFaults(t, l)
 	if n := l.Counter("launch_module_function"); n == 0 {
 		t.Error("the suite launched nothing through the module fallback")
 	}
