@@ -16,7 +16,7 @@ import (
 // streams' work is over.
 func (a *Allocator) free(p driver.Ptr) error {
 	a.mu.Lock()
-	b := a.ptrs.del(p)
+	b := a.ptrs.get(p) // its entry goes stale as b leaves stateAllocated
 	if b == nil {
 		a.mu.Unlock()
 		return fmt.Errorf("devalloc: free %v: not a live allocation of this allocator (unknown pointer or double free): %w", p, driver.ErrInvalidPointer)
@@ -111,8 +111,7 @@ func (a *Allocator) takeCross(id uint64, small bool, rsize, size uint64, s drive
 	if err := a.orderAfter(s, giver.stream); err != nil {
 		// The taker never used the block: give it straight back.
 		a.mu.Lock()
-		a.ptrs.del(b.ptr)
-		a.freeLocked(giver, b)
+		a.freeLocked(giver, b) // b's pointer table entry goes stale
 		a.mu.Unlock()
 		return nil
 	}
