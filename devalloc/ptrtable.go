@@ -21,7 +21,7 @@ import (
 // allocator never stores it (Alloc(0) returns 0 without a block).
 type ptrTable struct {
 	slots []ptrSlot
-	n     int // used slots, live or stale
+	n     int  // used slots, live or stale
 	shift uint // 64 - log2(len(slots))
 }
 
