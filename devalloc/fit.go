@@ -183,8 +183,23 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 }
 
 // freeLocked returns an allocated or pending block to the free set, merging
-// it with free neighbours. a.mu held.
+// it with free neighbours, and records its free_completed. a.mu held.
 func (a *Allocator) freeLocked(fs *freeSet, b *block) {
+	if a.hist != nil {
+		var sid uint64
+		if b.allocStream != nil {
+			sid = b.allocStream.ID()
+		}
+		a.hist.free(actFreeCompleted, b.ptr, b.requested, sid, b.pcs)
+		b.pcs = nil
+	}
+	a.returnLocked(fs, b)
+}
+
+// returnLocked is freeLocked without the trace entry: Free records the
+// free_requested and free_completed of a block reusable at once together
+// (history.freePair). a.mu held.
+func (a *Allocator) returnLocked(fs *freeSet, b *block) {
 	c, pool := &a.st, poolIdx(fs.small)
 	if b.state == stateAllocated {
 		c.dec(stAllocation, pool, 1)
@@ -196,7 +211,6 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 	}
 	c.dec(stActive, pool, 1)
 	c.dec(stActiveBytes, pool, int64(b.size))
-	ptr, size, stream := b.ptr, b.requested, b.allocStream
 	b.state = stateFree
 	b.uses = nil
 	b.allocStream = nil
@@ -214,14 +228,6 @@ func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 		c.inc(stInactiveSplitBytes, pool, int64(b.size))
 	}
 	fs.free.insert(b)
-	if a.hist != nil {
-		var sid uint64
-		if stream != nil {
-			sid = stream.ID()
-		}
-		a.hist.free(actFreeCompleted, ptr, size, sid, b.pcs)
-		b.pcs = nil
-	}
 }
 
 // mergeLocked merges n, a free neighbour of b, into b. a.mu held.

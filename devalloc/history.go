@@ -6,6 +6,7 @@ package devalloc
 
 import (
 	"fmt"
+	_ "unsafe" // go:linkname nanotime
 	"reflect"
 	"runtime"
 	"strings"
@@ -84,24 +85,41 @@ const (
 )
 
 // history is the trace ring buffer and what the hot paths record. Locking
-// rule: mu guards buf, next and max and is the last lock in the
+// rule: mu guards buf, stacks, next and max and is the last lock in the
 // allocator's order (Allocator.mu -> history.mu); mode is read without a
 // lock by the recording paths and written only by RecordHistory, which
 // holds Allocator.mu and mu, so a path that holds Allocator.mu sees the
 // mode and the blocks' stacks agree.
+//
+// The ring holds 32-byte entries with no pointers, so recording one is a
+// plain store into memory the garbage collector never scans (100,000
+// entries, PyTorch's documented max_entries, are 3.2 MB); stacks, when
+// recorded, sit in a parallel slice made on the first entry that has one.
 type history struct {
 	mode atomic.Uint32
-	// start is when the history was made, with its monotonic reading:
-	// an entry's time is start plus the monotonic time since, one clock
-	// read where time.Now takes two (the wall clock and the monotonic).
-	start time.Time
+	// unixUS and mono are when the history was made, in Unix
+	// microseconds and on the runtime's monotonic clock: an entry's time
+	// is unixUS plus the monotonic time since, one vDSO clock read.
+	unixUS int64
+	mono   int64
 
-	mu   sync.Mutex
-	buf  []histEntry // grows to max, then wraps at next, like PyTorch's RingBuffer
-	next int
-	max  int
+	mu     sync.Mutex
+	buf    []ringEntry // grows to max, then wraps at next, like PyTorch's RingBuffer
+	stacks [][]uintptr // nil, or the stack of buf[i] at i
+	next   int
+	max    int
 }
 
+// ringEntry is a trace entry as recorded: act is the low byte of tact and
+// the time in Unix microseconds the rest (2^55 us is a millennium).
+type ringEntry struct {
+	addr   driver.Ptr // for actOOM: the device's free bytes, as PyTorch's TraceEntry
+	size   uint64
+	stream uint64
+	tact   uint64
+}
+
+// histEntry is a trace entry as read back (rawLocked).
 type histEntry struct {
 	act    action
 	addr   driver.Ptr // for actOOM: the device's free bytes, as PyTorch's TraceEntry
@@ -116,11 +134,20 @@ type histEntry struct {
 // of the caller's chain to see through a framework.
 const maxStackDepth = 32
 
-func newHistory() *history { return &history{start: time.Now()} }
+func newHistory() *history {
+	return &history{mono: nanotime(), unixUS: time.Now().UnixMicro()}
+}
+
+// nanotime is the runtime's monotonic clock, which time.Since reads too,
+// without time.Time's conversions: about a third of the cost of a trace
+// entry went to them.
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64
 
 // nowUS is the time of an entry being recorded, in Unix microseconds.
 func (h *history) nowUS() int64 {
-	return h.start.UnixMicro() + time.Since(h.start).Microseconds()
+	return h.unixUS + (nanotime()-h.mono)/1000
 }
 
 // stack captures the caller's stack. The allocator's own frames are
@@ -185,29 +212,86 @@ func (h *history) free(act action, addr driver.Ptr, size, stream uint64, allocPC
 	h.append(e)
 }
 
-func (h *history) append(e histEntry) {
-	e.t = h.nowUS()
+// freePair records a free that is complete at once (the block was used
+// on its own stream only): its free_requested and free_completed entries,
+// with one clock read and one lock, as PyTorch records both in the same
+// call. allocPCS is the block's allocating stack.
+func (h *history) freePair(addr driver.Ptr, size, stream uint64, allocPCS []uintptr) {
+	m := h.mode.Load()
+	if m&modeTrace == 0 {
+		return
+	}
+	var pcs []uintptr
+	switch {
+	case m&modeStacksF != 0:
+		pcs = stack()
+	case m&modeStacksA != 0:
+		pcs = allocPCS
+	}
+	t := h.nowUS()
 	h.mu.Lock()
 	if h.mode.Load()&modeTrace != 0 { // RecordHistory may have switched it off since
-		if len(h.buf) < h.max {
-			h.buf = append(h.buf, e)
-		} else {
-			h.buf[h.next] = e
-			h.next++
-			if h.next == h.max {
-				h.next = 0
-			}
-		}
+		h.putLocked(ringEntry{addr, size, stream, uint64(t)<<8 | uint64(actFreeRequested)}, pcs)
+		h.putLocked(ringEntry{addr, size, stream, uint64(t)<<8 | uint64(actFreeCompleted)}, pcs)
 	}
 	h.mu.Unlock()
+}
+
+func (h *history) append(e histEntry) {
+	t := h.nowUS()
+	h.mu.Lock()
+	if h.mode.Load()&modeTrace != 0 { // RecordHistory may have switched it off since
+		h.putLocked(ringEntry{e.addr, e.size, e.stream, uint64(t)<<8 | uint64(e.act)}, e.pcs)
+	}
+	h.mu.Unlock()
+}
+
+// putLocked stores e, with its stack pcs, as the newest entry, replacing
+// the oldest once the ring is full: next is where the next entry goes,
+// len(buf) while the ring fills. h.mu held.
+func (h *history) putLocked(e ringEntry, pcs []uintptr) {
+	i := h.next
+	if i < len(h.buf) {
+		h.buf[i] = e
+	} else {
+		h.buf = append(h.buf, e)
+	}
+	if h.next = i + 1; h.next == h.max {
+		h.next = 0
+	}
+	if pcs != nil || h.stacks != nil {
+		h.putStackLocked(i, pcs)
+	}
+}
+
+// putStackLocked sets the stack of entry i, making the stacks on the
+// first entry that has one. h.mu held.
+func (h *history) putStackLocked(i int, pcs []uintptr) {
+	if h.stacks == nil {
+		h.stacks = make([][]uintptr, len(h.buf), cap(h.buf))
+	}
+	if i == len(h.stacks) {
+		h.stacks = append(h.stacks, pcs)
+	} else {
+		h.stacks[i] = pcs
+	}
 }
 
 // rawLocked returns the ring's entries, oldest first, as a new slice.
 // h.mu held.
 func (h *history) rawLocked() []histEntry {
 	out := make([]histEntry, 0, len(h.buf))
-	out = append(out, h.buf[h.next:]...)
-	return append(out, h.buf[:h.next]...)
+	for _, r := range [2][2]int{{h.next, len(h.buf)}, {0, h.next}} {
+		for i := r[0]; i < r[1]; i++ {
+			e := h.buf[i]
+			he := histEntry{act: action(e.tact & 0xff), addr: e.addr, size: e.size, stream: e.stream, t: int64(e.tact >> 8)}
+			if h.stacks != nil {
+				he.pcs = h.stacks[i]
+			}
+			out = append(out, he)
+		}
+	}
+	return out
 }
 
 // resizeLocked sets the capacity to n, keeping the newest entries that
@@ -221,11 +305,14 @@ func (h *history) resizeLocked(n int) {
 		raw = raw[len(raw)-n:]
 	}
 	// Oldest first at 0: when full, it is the one replaced next.
-	h.buf, h.next, h.max = raw, 0, n
+	h.buf, h.stacks, h.next, h.max = nil, nil, 0, n
+	for _, e := range raw {
+		h.putLocked(ringEntry{e.addr, e.size, e.stream, uint64(e.t)<<8 | uint64(e.act)}, e.pcs)
+	}
 }
 
 func (h *history) clearLocked() {
-	h.buf, h.next = nil, 0
+	h.buf, h.stacks, h.next = nil, nil, 0
 }
 
 // entries converts raw entries to memsnap.TraceEntry, resolving their stacks.

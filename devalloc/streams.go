@@ -22,17 +22,21 @@ func (a *Allocator) free(p driver.Ptr) error {
 		return fmt.Errorf("devalloc: free %v: not a live allocation of this allocator (unknown pointer or double free): %w", p, driver.ErrInvalidPointer)
 	}
 	uses := b.uses
-	b.uses = nil
 	fs := b.seg.set
-	if a.hist != nil {
-		a.hist.free(actFreeRequested, b.ptr, b.requested, b.allocStream.ID(), b.pcs)
-	}
 	if uses == nil && b.own {
 		// The common case: used only on its own stream, which runs in
 		// order, so the block is reusable at once.
-		a.freeLocked(fs, b)
+		if a.hist != nil {
+			a.hist.freePair(b.ptr, b.requested, b.allocStream.ID(), b.pcs)
+			b.pcs = nil
+		}
+		a.returnLocked(fs, b)
 		a.mu.Unlock()
 		return nil
+	}
+	b.uses = nil
+	if a.hist != nil {
+		a.hist.free(actFreeRequested, b.ptr, b.requested, b.allocStream.ID(), b.pcs)
 	}
 	// Wait for the allocation stream (it differs from the owner after a
 	// cross-stream reuse) and the noted streams, never for the owner.
