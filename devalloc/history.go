@@ -6,13 +6,13 @@ package devalloc
 
 import (
 	"fmt"
-	_ "unsafe" // go:linkname nanotime
 	"reflect"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	_ "unsafe" // go:linkname nanotime
 
 	"github.com/accelkit/accelkit/devalloc/memsnap"
 	"github.com/accelkit/accelkit/driver"
