@@ -459,15 +459,12 @@ func (a *Allocator) RecordStream(p driver.Ptr, s driver.Stream) error {
 	if b == nil {
 		return fmt.Errorf("devalloc: record stream %d on %v: not a live allocation of this allocator: %w", s.ID(), p, driver.ErrInvalidPointer)
 	}
-	owner := b.allocStream
-	if b.seg != nil {
-		owner = b.seg.set.stream
-	}
-	if !evpool.SameStream(s, owner) {
+	if !evpool.SameStream(s, b.seg.set.stream) {
 		if b.uses == nil {
 			b.uses = new(evpool.StreamSet)
 		}
 		b.uses.Add(s)
+		b.own = false
 	}
 	return nil
 }

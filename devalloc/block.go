@@ -34,16 +34,28 @@ type block struct {
 	hgen      uint32
 	state     blockState
 	rlist     uint8  // the release list it is on while free (index.go)
-	own       bool   // allocated on its owner's stream (evpool.SameStream), while allocated
+	// own: reusable the moment it is freed, while allocated: allocated on
+	// its owner's stream (evpool.SameStream) and noted by RecordStream on
+	// no other. Free tests only this, so a hit pair never reads the
+	// second line.
+	own       bool
 	exp       bool   // seg.exp != nil, kept here so that a hit need not load seg
 	requested uint64 // bytes asked for, while allocated
 	freedAt   uint64 // when last freed, in frees (releaseIndex.nextFreed): the release order
 	// The second line.
-	allocStream driver.Stream
+	allocStream driver.Stream // while allocated, unless own was set at commit: then the owner's (stream)
 	uses        *evpool.StreamSet // streams noted by RecordStream, less the owner; nil when none
 	rprev       *block            // neighbours on the release list
 	rnext       *block
 	pcs         []uintptr // allocating stack while live, when block stacks are recorded (history.go)
+}
+
+// stream is the stream b was allocated on. b allocated or pending free.
+func (b *block) stream() driver.Stream {
+	if b.allocStream != nil {
+		return b.allocStream
+	}
+	return b.seg.set.stream
 }
 
 // segment is one driver allocation, or one expandable virtual range.

@@ -164,7 +164,9 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 	}
 	b.state = stateAllocated
 	b.requested = size
-	b.allocStream = s
+	if !own { // else left nil: stream() is the owner's, and the hit writes one line of b
+		b.allocStream = s
+	}
 	b.own = own
 	c.inc(stAllocation, pool, 1)
 	c.inc(stAllocatedBytes, pool, int64(b.size))
@@ -186,11 +188,7 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 // it with free neighbours, and records its free_completed. a.mu held.
 func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 	if a.hist != nil {
-		var sid uint64
-		if b.allocStream != nil {
-			sid = b.allocStream.ID()
-		}
-		a.hist.free(actFreeCompleted, b.ptr, b.requested, sid, b.pcs)
+		a.hist.free(actFreeCompleted, b.ptr, b.requested, b.stream().ID(), b.pcs)
 		b.pcs = nil
 	}
 	a.returnLocked(fs, b)
@@ -212,8 +210,10 @@ func (a *Allocator) returnLocked(fs *freeSet, b *block) {
 	c.dec(stActive, pool, 1)
 	c.dec(stActiveBytes, pool, int64(b.size))
 	b.state = stateFree
-	b.uses = nil
-	b.allocStream = nil
+	if !b.own { // an own block has neither (block.own)
+		b.uses = nil
+		b.allocStream = nil
+	}
 	b.own = false
 	b.requested = 0
 	b.freedAt = a.rel.nextFreed()

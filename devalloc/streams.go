@@ -21,27 +21,27 @@ func (a *Allocator) free(p driver.Ptr) error {
 		a.mu.Unlock()
 		return fmt.Errorf("devalloc: free %v: not a live allocation of this allocator (unknown pointer or double free): %w", p, driver.ErrInvalidPointer)
 	}
-	uses := b.uses
 	fs := b.seg.set
-	if uses == nil && b.own {
+	if b.own {
 		// The common case: used only on its own stream, which runs in
 		// order, so the block is reusable at once.
 		if a.hist != nil {
-			a.hist.freePair(b.ptr, b.requested, b.allocStream.ID(), b.pcs)
+			a.hist.freePair(b.ptr, b.requested, fs.id, b.pcs)
 			b.pcs = nil
 		}
 		a.returnLocked(fs, b)
 		a.mu.Unlock()
 		return nil
 	}
+	uses := b.uses
 	b.uses = nil
 	if a.hist != nil {
-		a.hist.free(actFreeRequested, b.ptr, b.requested, b.allocStream.ID(), b.pcs)
+		a.hist.free(actFreeRequested, b.ptr, b.requested, b.stream().ID(), b.pcs)
 	}
 	// Wait for the allocation stream (it differs from the owner after a
 	// cross-stream reuse) and the noted streams, never for the owner.
 	var wait evpool.StreamSet
-	wait.Add(b.allocStream)
+	wait.Add(b.stream())
 	if uses != nil {
 		wait.AddSet(*uses)
 	}
