@@ -112,16 +112,18 @@ func (c *counters) inc(k, pool int, v int64) {
 	}
 }
 
-// dec subtracts v >= 0 from stat k of pool; peaks cannot change.
+// dec subtracts v >= 0 from stat k of pool; peaks cannot change, and
+// Freed is not kept: it is always Allocated - Current (array).
 func (c *counters) dec(k, pool int, v int64) {
-	s := &c.arr[k][pool]
-	s.Freed += v
-	s.Current -= v
+	c.arr[k][pool].Current -= v
 }
 
-// array returns stat k with its "all" entry filled in.
+// array returns stat k with its "all" entry and Freed filled in.
 func (c *counters) array(k int) StatArray {
 	a := c.arr[k]
+	for _, p := range [2]int{poolSmall, poolLarge} {
+		a[p].Freed = a[p].Allocated - a[p].Current
+	}
 	s, l := a[poolSmall], a[poolLarge]
 	a[poolAll] = Stat{Current: s.Current + l.Current, Peak: a[poolAll].Peak,
 		Allocated: s.Allocated + l.Allocated, Freed: s.Freed + l.Freed}
