@@ -31,9 +31,9 @@ type block struct {
 	seg        *segment
 	// hgen is the generation of its class heap entry (blockSet's
 	// classHeap): odd while it is placed in a class heap.
-	hgen      uint32
-	state     blockState
-	rlist     uint8  // the release list it is on while free (index.go)
+	hgen  uint32
+	state blockState
+	rlist uint8 // the release list it is on while free (index.go)
 	// own: reusable the moment it is freed, while allocated: allocated on
 	// its owner's stream (evpool.SameStream) and noted by RecordStream on
 	// no other. Free tests only this, so a hit pair never reads the
@@ -43,7 +43,7 @@ type block struct {
 	requested uint64 // bytes asked for, while allocated
 	freedAt   uint64 // when last freed, in frees (releaseIndex.nextFreed): the release order
 	// The second line.
-	allocStream driver.Stream // while allocated, unless own was set at commit: then the owner's (stream)
+	allocStream driver.Stream     // while allocated, unless own was set at commit: then the owner's (stream)
 	uses        *evpool.StreamSet // streams noted by RecordStream, less the owner; nil when none
 	rprev       *block            // neighbours on the release list
 	rnext       *block
