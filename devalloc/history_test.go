@@ -2,6 +2,7 @@ package devalloc
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -310,5 +311,93 @@ func TestHistoryTimes(t *testing.T) {
 	}
 	if last, prev := tr[len(tr)-1].TimeUS, tr[len(tr)-4].TimeUS; last-prev < 2000 {
 		t.Errorf("entries around a 2 ms sleep %d us apart", last-prev)
+	}
+}
+
+// TestHistoryRingStacks drives the ring (32-byte entries, stacks kept
+// beside them from the first entry that has one) beside a plain slice of
+// histEntry through fills, wraps and resizes, some entries with stacks
+// and some without: rawLocked must give back exactly the newest entries,
+// oldest first, each with its own stack, action, time and fields.
+func TestHistoryRingStacks(t *testing.T) {
+	h := newHistory()
+	h.resizeLocked(7)
+	h.mode.Store(modeTrace)
+	var ref []histEntry
+	max := 7
+	for i := range 60 {
+		e := histEntry{act: action(i % int(actOOM+1)), addr: driver.Ptr(i+1) << 9, size: uint64(i) * 3, stream: uint64(i % 5)}
+		if i >= 4 && i%3 != 0 { // no stack at first, then some
+			e.pcs = []uintptr{uintptr(i), uintptr(i + 1)}
+		}
+		h.append(e)
+		got := h.rawLocked()
+		e.t = got[len(got)-1].t
+		ref = append(ref, e)
+		if len(ref) > max {
+			ref = ref[len(ref)-max:]
+		}
+		if i == 25 || i == 40 {
+			max = 4 + i%5
+			h.resizeLocked(max)
+			if len(ref) > max {
+				ref = ref[len(ref)-max:]
+			}
+		}
+		got = h.rawLocked()
+		if len(got) != len(ref) {
+			t.Fatalf("step %d: %d entries, want %d", i, len(got), len(ref))
+		}
+		for j := range ref {
+			g, w := got[j], ref[j]
+			if g.act != w.act || g.addr != w.addr || g.size != w.size || g.stream != w.stream || g.t != w.t || !slices.Equal(g.pcs, w.pcs) {
+				t.Fatalf("step %d: entry %d = %+v, want %+v", i, j, g, w)
+			}
+		}
+	}
+}
+
+// TestFreeTraceFastAndSlow checks that a Free reusable at once (recorded
+// as one pair, history.freePair) traces the same entries as one that
+// waits for another stream (free_requested now, free_completed when the
+// stream's work is over): action, address, requested size and the stream
+// the block was allocated on.
+func TestFreeTraceFastAndSlow(t *testing.T) {
+	dev, _ := drivertest.OpenDevice(t, "sim", "capacity=64MiB")
+	a := newAlloc(t, dev, "history_entries:1000")
+	other, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustAlloc(t, a, 5000, nil)
+	mustFree(t, a, p) // fast
+	q := mustAlloc(t, a, 5000, nil)
+	if q != p {
+		t.Fatalf("second alloc at %v, want %v (best fit: the block just freed)", q, p)
+	}
+	if err := a.RecordStream(q, other); err != nil {
+		t.Fatal(err)
+	}
+	mustFree(t, a, q) // waits for other
+	if err := a.Drain(); err != nil {
+		t.Fatal(err)
+	}
+	tr := a.Snapshot().DeviceTraces[0]
+	var frees [2][]string
+	n := 0
+	for _, e := range tr {
+		if e.Action == "free_requested" || e.Action == "free_completed" {
+			if n >= 4 {
+				t.Fatalf("more than 4 free entries: %+v", tr)
+			}
+			frees[n/2] = append(frees[n/2], fmt.Sprintf("%s %#x %d %d", e.Action, e.Addr, e.Size, e.Stream))
+			n++
+		}
+	}
+	if n != 4 || !slices.Equal(frees[0], frees[1]) {
+		t.Fatalf("fast free traced %q, slow free %q", frees[0], frees[1])
+	}
+	if want := fmt.Sprintf("free_requested %#x 5000 %d", uint64(p), dev.DefaultStream().ID()); frees[0][0] != want {
+		t.Fatalf("free traced %q, want %q first", frees[0], want)
 	}
 }
