@@ -121,6 +121,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/accelkit/accelkit/driver"
 	"github.com/accelkit/accelkit/evpool"
@@ -275,6 +276,17 @@ func checkAlloc(dev driver.Device, closed *atomic.Bool, size uint64, s driver.St
 	return s, nil
 }
 
+// sameValue reports whether x and y hold the same dynamic type and the
+// same data word, which implies x == y (a pointer-shaped stream is its data
+// word; any other is boxed, and one box holds one value) without the
+// runtime call that == on interfaces makes. False does not imply x != y:
+// the caller then checks in full. The hit path's test of its set's stream.
+func sameValue(x, y driver.Stream) bool {
+	type iface struct{ tab, data unsafe.Pointer }
+	px, py := (*iface)(unsafe.Pointer(&x)), (*iface)(unsafe.Pointer(&y))
+	return px.tab == py.tab && px.data == py.data
+}
+
 // allocError is the error checkAlloc refused with.
 func allocError(dev driver.Device, closed *atomic.Bool, size uint64, s driver.Stream) error {
 	if _, err := resolveStream(dev, s, "alloc"); err != nil {
@@ -315,7 +327,7 @@ func (a *Allocator) Alloc(size uint64, s driver.Stream) (driver.Ptr, error) {
 	checked := false
 	a.mu.Lock()
 	fs := a.lookupLocked(id, small)
-	if fs != nil && fs.stream == s {
+	if fs != nil && sameValue(fs.stream, s) {
 		// The set's own stream, whose device was checked when the set
 		// was made: the hit path asks s nothing more, and the block is
 		// known to be used on its owner's stream (block.own).

@@ -119,13 +119,37 @@ func (ch *classHeap) pop() {
 // best returns the best fit for size: the smallest block of at least size
 // bytes, the lowest address among equals; nil when none is large enough.
 func (s *blockSet) best(size uint64) *block {
+	b, _ := s.fit(size)
+	return b
+}
+
+// fit is best that also returns the class heap the block is in (nil for
+// the sorted slice), for take: the hit path finds the heap once. The
+// common case, a non-empty class in the request's own leaf word, is
+// inline.
+func (s *blockSet) fit(size uint64) (*block, *classHeap) {
 	if size < bucketedLimit {
-		if c, ok := s.classAtLeast(size >> classShift); ok {
-			return s.root(c)
+		c := size >> classShift
+		var m uint64
+		if w := c >> 6; w < uint64(len(s.leaf)) {
+			m = s.leaf[w] >> (c & 63)
+		}
+		ok := m != 0
+		if ok {
+			c += uint64(bits.TrailingZeros64(m))
+		} else {
+			c, ok = s.classAtLeast(c)
+		}
+		if ok {
+			ch := &s.pages[c>>6][c&63]
+			for !ch.h[0].valid(c) {
+				ch.pop()
+			}
+			return ch.h[0].b, ch
 		}
 	}
 	if len(s.big) == 0 {
-		return nil
+		return nil, nil
 	}
 	i, _ := slices.BinarySearchFunc(s.big, size, func(b *block, size uint64) int {
 		if b.size < size {
@@ -134,9 +158,9 @@ func (s *blockSet) best(size uint64) *block {
 		return 1
 	})
 	if i < len(s.big) {
-		return s.big[i]
+		return s.big[i], nil
 	}
-	return nil
+	return nil, nil
 }
 
 // classAtLeast returns the smallest non-empty class >= c.
@@ -215,31 +239,22 @@ func (s *blockSet) insert(b *block) {
 			s.onPage++
 		}
 	}
-	s.place(b)
-}
-
-// place puts b in its class heap, or in the sorted slice.
-func (s *blockSet) place(b *block) {
-	if b.size >= bucketedLimit {
-		i, _ := slices.BinarySearchFunc(s.big, b, func(x, b *block) int {
-			if blockLess(x, b) {
-				return -1
-			}
-			return 1
-		})
-		s.big = slices.Insert(s.big, i, b)
-		return
-	}
+	// Placed in its class heap, or in the sorted slice; in one function
+	// with the index upkeep, as a hit returns a block here.
 	c := b.size >> classShift
 	w := c >> 6
-	if w >= uint64(len(s.leaf)) {
-		s.leaf = append(s.leaf, make([]uint64, w+1-uint64(len(s.leaf)))...)
-		s.pages = append(s.pages, make([]*bucketPage, w+1-uint64(len(s.pages)))...)
+	var pg *bucketPage
+	if w < uint64(len(s.pages)) {
+		pg = s.pages[w]
 	}
-	if s.pages[w] == nil {
-		s.pages[w] = new(bucketPage)
+	if pg == nil {
+		if b.size >= bucketedLimit {
+			s.placeBig(b)
+			return
+		}
+		pg = s.newPage(w)
 	}
-	ch := s.bucket(c)
+	ch := &pg[c&63]
 	if ch.live == 0 {
 		s.leaf[w] |= 1 << (c & 63)
 		s.mid[w>>6] |= 1 << (w & 63)
@@ -253,6 +268,34 @@ func (s *blockSet) place(b *block) {
 		ch.h[0].gen = b.hgen
 		return
 	}
+	ch.push(c, b)
+}
+
+// newPage makes the bucket page of leaf word w, growing leaf and pages to
+// it.
+func (s *blockSet) newPage(w uint64) *bucketPage {
+	if w >= uint64(len(s.leaf)) {
+		s.leaf = append(s.leaf, make([]uint64, w+1-uint64(len(s.leaf)))...)
+		s.pages = append(s.pages, make([]*bucketPage, w+1-uint64(len(s.pages)))...)
+	}
+	pg := new(bucketPage)
+	s.pages[w] = pg
+	return pg
+}
+
+// placeBig puts b, of at least bucketedLimit bytes, in the sorted slice.
+func (s *blockSet) placeBig(b *block) {
+	i, _ := slices.BinarySearchFunc(s.big, b, func(x, b *block) int {
+		if blockLess(x, b) {
+			return -1
+		}
+		return 1
+	})
+	s.big = slices.Insert(s.big, i, b)
+}
+
+// push adds b's entry to ch, of class c, which b was just placed in.
+func (ch *classHeap) push(c uint64, b *block) {
 	if len(ch.h) >= 2*ch.live+8 {
 		ch.compact(c)
 	}
@@ -278,26 +321,6 @@ func (ch *classHeap) compact(c uint64) {
 // remove deletes b, which must be in the set with the size it was inserted
 // with; it reports whether b was found.
 func (s *blockSet) remove(b *block) bool {
-	if !s.unplace(b) {
-		return false
-	}
-	s.n--
-	if x := s.idx; x != nil {
-		x.max[boolBit(s.small)].removed(b.size)
-		switch b.rlist {
-		case listWhole:
-			x.whole[boolBit(s.small)].remove(b)
-		case listPage:
-			x.page[boolBit(s.small)].remove(b)
-			s.onPage--
-		}
-	}
-	return true
-}
-
-// unplace takes b out of its class heap or the sorted slice; it reports
-// whether b was there.
-func (s *blockSet) unplace(b *block) bool {
 	if b.size >= bucketedLimit {
 		i, found := slices.BinarySearchFunc(s.big, b, func(x, b *block) int {
 			if blockLess(x, b) {
@@ -312,34 +335,70 @@ func (s *blockSet) unplace(b *block) bool {
 			return false
 		}
 		s.big = slices.Delete(s.big, i, i+1)
-	} else {
-		c := b.size >> classShift
-		w := c >> 6
-		if b.hgen&1 == 0 || w >= uint64(len(s.pages)) || s.pages[w] == nil {
-			return false
-		}
-		ch := s.bucket(c)
-		if ch.live == 0 {
-			return false
-		}
-		// Its entry goes stale; it leaves the heap at the root, or with
-		// the rest at the next compact.
-		b.hgen++ // even: not placed
-		if ch.live--; ch.live == 0 {
-			if len(ch.h) > 1 {
-				clear(ch.h)
-				ch.h = ch.h[:0]
-			} // else b's own entry stays, for place to revive
-			s.leaf[w] &^= 1 << (c & 63)
-			if s.leaf[w] == 0 {
-				s.mid[w>>6] &^= 1 << (w & 63)
-				if s.mid[w>>6] == 0 {
-					s.top &^= 1 << (w >> 6)
-				}
-			}
+		s.unindex(b)
+		return true
+	}
+	c := b.size >> classShift
+	w := c >> 6
+	if b.hgen&1 == 0 || w >= uint64(len(s.pages)) || s.pages[w] == nil {
+		return false
+	}
+	ch := &s.pages[w][c&63]
+	if ch.live == 0 {
+		return false
+	}
+	s.take(b, ch)
+	return true
+}
+
+// take removes b from the set: b is placed in class heap ch (fit returned
+// them together). Its entry goes stale; it leaves the heap at the root,
+// or with the rest at the next compact. With ch nil, b is in the sorted
+// slice.
+func (s *blockSet) take(b *block, ch *classHeap) {
+	if ch == nil {
+		s.remove(b)
+		return
+	}
+	b.hgen++ // even: not placed
+	if ch.live--; ch.live == 0 {
+		s.emptied(ch, b.size>>classShift)
+	}
+	s.unindex(b)
+}
+
+// emptied clears class c, whose heap ch has no block left, from the
+// bitmaps. A lone entry stays, for insert to revive when the block taken
+// comes back.
+func (s *blockSet) emptied(ch *classHeap, c uint64) {
+	if len(ch.h) > 1 {
+		clear(ch.h)
+		ch.h = ch.h[:0]
+	}
+	w := c >> 6
+	s.leaf[w] &^= 1 << (c & 63)
+	if s.leaf[w] == 0 {
+		s.mid[w>>6] &^= 1 << (w & 63)
+		if s.mid[w>>6] == 0 {
+			s.top &^= 1 << (w >> 6)
 		}
 	}
-	return true
+}
+
+// unindex counts b, just taken out of the set, out of the set and the
+// release index.
+func (s *blockSet) unindex(b *block) {
+	s.n--
+	if x := s.idx; x != nil {
+		x.max[boolBit(s.small)].removed(b.size)
+		switch b.rlist {
+		case listWhole:
+			x.whole[boolBit(s.small)].remove(b)
+		case listPage:
+			x.page[boolBit(s.small)].remove(b)
+			s.onPage--
+		}
+	}
 }
 
 // heapUp and heapDown keep h a min-heap by address.

@@ -117,11 +117,11 @@ func (a *Allocator) fits(b *block, rsize uint64) bool {
 // takeLocked takes the best fit from fs and commits it; own says s is
 // fs's stream (evpool.SameStream). a.mu held.
 func (a *Allocator) takeLocked(fs *freeSet, rsize, size uint64, s driver.Stream, own bool) *block {
-	b := fs.free.best(rsize)
+	b, ch := fs.free.fit(rsize)
 	if b == nil || !a.fits(b, rsize) {
 		return nil
 	}
-	fs.free.remove(b)
+	fs.free.take(b, ch)
 	a.commitLocked(fs, b, rsize, size, s, own)
 	return b
 }
