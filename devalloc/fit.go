@@ -168,11 +168,7 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 		b.allocStream = s
 	}
 	b.own = own
-	c.inc(stAllocation, pool, 1)
-	c.inc(stAllocatedBytes, pool, int64(b.size))
-	c.inc(stRequestedBytes, pool, int64(size))
-	c.inc(stActive, pool, 1)
-	c.inc(stActiveBytes, pool, int64(b.size))
+	c.committed(pool, int64(b.size), int64(size))
 	if a.oversize(b) {
 		c.oversizeAllocations.add(1)
 	}

@@ -79,6 +79,79 @@ type counters struct {
 	numGrowReleases     int64
 	numAllocs           int64
 	largestAlloc        uint64
+	// slack is, by pool index (poolAll for the "all" entries), a lower
+	// bound on how far each entry of the arrays a hit moves up
+	// (allocation and active in n; allocated, active and requested bytes
+	// in bytes) stands below its peak. While a hit's increments fit under
+	// it no peak can move, so committed skips the peak checks and only
+	// shrinks it; decrements leave it alone (it stays a bound). When an
+	// increment does not fit, or inc moved one of those arrays, the peaks
+	// are checked one by one and the slack recomputed (resetSlack).
+	slack [3]slack
+}
+
+type slack struct{ n, bytes int64 }
+
+// hotStat reports whether stat k is one that committed counts.
+func hotStat(k int) bool {
+	switch k {
+	case stAllocation, stActive, stAllocatedBytes, stActiveBytes, stRequestedBytes:
+		return true
+	}
+	return false
+}
+
+// committed counts an allocation of bytes bytes (size requested, at most
+// bytes) in pool: allocation, allocated, requested and active, with their
+// peaks.
+func (c *counters) committed(pool int, bytes, size int64) {
+	sp, sa := &c.slack[pool], &c.slack[poolAll]
+	if sp.n < 1 || sa.n < 1 || sp.bytes < bytes || sa.bytes < bytes {
+		c.committedPeaks(pool, bytes, size)
+		return
+	}
+	sp.n--
+	sa.n--
+	sp.bytes -= bytes
+	sa.bytes -= bytes
+	bump(&c.arr[stAllocation][pool], 1)
+	bump(&c.arr[stAllocatedBytes][pool], bytes)
+	bump(&c.arr[stRequestedBytes][pool], size)
+	bump(&c.arr[stActive][pool], 1)
+	bump(&c.arr[stActiveBytes][pool], bytes)
+}
+
+// bump adds v to s below its peak.
+func bump(s *Stat, v int64) {
+	s.Allocated += v
+	s.Current += v
+}
+
+// committedPeaks is committed when the slack may not cover it.
+func (c *counters) committedPeaks(pool int, bytes, size int64) {
+	c.inc(stAllocation, pool, 1)
+	c.inc(stAllocatedBytes, pool, bytes)
+	c.inc(stRequestedBytes, pool, size)
+	c.inc(stActive, pool, 1)
+	c.inc(stActiveBytes, pool, bytes)
+	c.resetSlack()
+}
+
+// resetSlack sets the slack to the exact distances from the peaks.
+func (c *counters) resetSlack() {
+	for _, p := range [3]int{poolAll, poolSmall, poolLarge} {
+		gap := func(k int) int64 {
+			a := &c.arr[k]
+			if p == poolAll {
+				return a[poolAll].Peak - a[poolSmall].Current - a[poolLarge].Current
+			}
+			return a[p].Peak - a[p].Current
+		}
+		c.slack[p] = slack{
+			n:     min(gap(stAllocation), gap(stActive)),
+			bytes: min(gap(stAllocatedBytes), gap(stActiveBytes), gap(stRequestedBytes)),
+		}
+	}
 }
 
 // delta is the statistics change of one operation, applied in the same
@@ -96,7 +169,8 @@ type delta struct {
 
 func (d *delta) add(k int, v int64) { d.d[k] += v }
 
-// inc adds v >= 0 to stat k of pool (poolSmall or poolLarge).
+// inc adds v >= 0 to stat k of pool (poolSmall or poolLarge). For an
+// array committed counts (hotStat), the caller zeroes the slack after.
 func (c *counters) inc(k, pool int, v int64) {
 	a := &c.arr[k]
 	s := &a[pool]
@@ -139,6 +213,9 @@ func (c *counters) apply(d *delta) {
 		switch {
 		case v > 0:
 			c.inc(k, d.pool, v)
+			if hotStat(k) {
+				c.slack = [3]slack{} // the next committed recomputes it
+			}
 		case v < 0:
 			c.dec(k, d.pool, -v)
 		}
@@ -269,6 +346,7 @@ func (a *Allocator) ResetPeakStats() {
 	}
 	a.st.oversizeAllocations.Peak = a.st.oversizeAllocations.Current
 	a.st.oversizeSegments.Peak = a.st.oversizeSegments.Current
+	a.st.slack = [3]slack{}
 }
 
 // Map flattens s with PyTorch's key names, such as
