@@ -32,14 +32,20 @@ const (
 	maxRequest = 1 << 50
 )
 
-// roundSize is PyTorch's round_size.
+// roundSize is PyTorch's round_size; small enough to inline without
+// roundup_power2_divisions.
 func (a *Allocator) roundSize(size uint64) uint64 {
 	if size < kMinBlockSize {
 		return kMinBlockSize
 	}
 	if !a.pow2Rounding {
-		return (size + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize
+		return (size + kMinBlockSize - 1) &^ (kMinBlockSize - 1)
 	}
+	return a.roundPow2(size)
+}
+
+// roundPow2 is roundSize with roundup_power2_divisions.
+func (a *Allocator) roundPow2(size uint64) uint64 {
 	if d := a.divisions(size); d > 1 && size > kMinBlockSize*d {
 		return roundupPower2Division(size, d)
 	}
