@@ -119,10 +119,7 @@ func (fs *freeSet) recycle(b *block) {
 }
 
 func poolIdx(small bool) int {
-	if small {
-		return poolSmall
-	}
-	return poolLarge
+	return poolLarge - int(boolBit(small)) // no branch on the hit path
 }
 
 // absorb merges n, b's neighbour in the same state, into b. a.mu held.

@@ -364,7 +364,14 @@ func (s *blockSet) take(b *block, ch *classHeap) {
 	if ch.live--; ch.live == 0 {
 		s.emptied(ch, b.size>>classShift)
 	}
-	s.unindex(b)
+	// unindex, written out for the hit path.
+	s.n--
+	if x := s.idx; x != nil {
+		x.max[boolBit(s.small)].removed(b.size)
+		if b.rlist != listNone {
+			s.unlist(x, b)
+		}
+	}
 }
 
 // emptied clears class c, whose heap ch has no block left, from the
@@ -391,13 +398,20 @@ func (s *blockSet) unindex(b *block) {
 	s.n--
 	if x := s.idx; x != nil {
 		x.max[boolBit(s.small)].removed(b.size)
-		switch b.rlist {
-		case listWhole:
-			x.whole[boolBit(s.small)].remove(b)
-		case listPage:
-			x.page[boolBit(s.small)].remove(b)
-			s.onPage--
+		if b.rlist != listNone {
+			s.unlist(x, b)
 		}
+	}
+}
+
+// unlist takes b off the release list it is on.
+func (s *blockSet) unlist(x *releaseIndex, b *block) {
+	switch b.rlist {
+	case listWhole:
+		x.whole[boolBit(s.small)].remove(b)
+	case listPage:
+		x.page[boolBit(s.small)].remove(b)
+		s.onPage--
 	}
 }
 
