@@ -63,8 +63,10 @@ var statArrayNames = [numStatArrays]string{
 //
 // For the stat arrays only the small and large pools are counted; of the
 // "all" entry only the peak is kept, and the rest is their sum (array).
-// The hit path updates five to seven of them per operation, with inc and
-// dec called straight-line rather than through a delta loop.
+// The hit path updates five to seven of them per operation, straight-line
+// rather than through a delta loop: committed for an allocation's five
+// (peaks checked only when the slack does not cover it), inc and dec for
+// the rest.
 type counters struct {
 	arr                 [numStatArrays]StatArray
 	oversizeAllocations Stat
