@@ -56,10 +56,29 @@ const (
 // gmacKey is what one MAC key needs for GMAC and HMAC-SHA-256 records,
 // computed once per key: the AES-256 block of the derived key and its
 // CMAC subkey, and the key id of HMAC-SHA-256 and GMAC records.
+//
+// Locking: block, k1 and id are set before the gmacKey is shared; each
+// slot of opened is an atomic pointer to an immutable openedKey.
 type gmacKey struct {
 	block cipher.Block // AES-256 under the derived key
 	k1    [aes.BlockSize]byte
 	id    [keyIDSize]byte
+	// opened holds the GCMs that verified records lately, by the first
+	// bytes of their nonces, so that reading a record again (a hot
+	// entry) skips the derivation: two AES blocks, a key schedule, GCM's
+	// table and five allocations, 0.7 µs. Sealing never looks here, nor
+	// adds: each record it seals has a fresh nonce.
+	opened [openedSlots]atomic.Pointer[openedKey]
+}
+
+// openedSlots is the size of a gmacKey's cache of derived GCMs: with a
+// GCM of about 1.3 KiB, at most 170 KiB per MAC key.
+const openedSlots = 128
+
+// openedKey is a derived GCM and the nonce prefix it was derived from.
+type openedKey struct {
+	prefix [12]byte
+	gcm    cipher.AEAD
 }
 
 // macKeys holds the gmacKey of the MAC keys this process used, a few at
@@ -161,10 +180,23 @@ func (g *gmacKey) seal(dst, nonce, data []byte) []byte {
 }
 
 // verify reports whether tag is the GMAC of data under nonce; the
-// comparison takes constant time (GCM's Open).
+// comparison takes constant time (GCM's Open). The derived GCM comes from
+// g.opened when a record with the same nonce prefix was verified lately:
+// the derivation is a function of the MAC key and the prefix alone, so
+// the cached GCM is the one aead would make. The slot is picked by the
+// nonce's bytes, which a writer chooses; one that picks them to collide
+// only makes the derivation run again.
 func (g *gmacKey) verify(nonce, data, tag []byte) bool {
-	a, n := g.aead(nonce)
-	_, err := a.Open(nil, n, tag, data)
+	prefix := [12]byte(nonce[:12])
+	slot := &g.opened[binary.LittleEndian.Uint32(prefix[:4])%openedSlots]
+	var a cipher.AEAD
+	if o := slot.Load(); o != nil && o.prefix == prefix {
+		a = o.gcm
+	} else {
+		a, _ = g.aead(nonce)
+		slot.Store(&openedKey{prefix: prefix, gcm: a})
+	}
+	_, err := a.Open(nil, nonce[12:], tag, data)
 	return err == nil
 }
 

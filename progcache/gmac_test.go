@@ -193,3 +193,44 @@ func TestGMACKeysConcurrent(t *testing.T) {
 		t.Errorf("macKeys holds %v keys, want 1 to %d", m, maxMACKeys)
 	}
 }
+
+// TestGMACReadAgain: verifying a record whose nonce was verified before
+// reuses the derived GCM (no allocation, no key schedule), and a reused
+// GCM still refuses the record once one byte of it changed, and refuses a
+// record with the same nonce prefix sealed under another key's id.
+func TestGMACReadAgain(t *testing.T) {
+	opt := RecordOptions{MACKey: bytes.Repeat([]byte{0x42}, 32)}
+	b, err := EncodeRecord(Key{7}, sampleObject(), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ViewRecord(b, opt); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(20, func() {
+		if _, _, err := ViewRecord(b, opt); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("ViewRecord of a record verified before allocates %v times, want 0 (the derived GCM reused)", n)
+	}
+	for _, at := range []int{RecordHeaderSize + 5, RecordHeaderSize + gmacNonceSize + 3, len(b) - 40, len(b) - 1} {
+		bad := bytes.Clone(b)
+		bad[at] ^= 1
+		if _, _, err := ViewRecord(bad, opt); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("record with byte %d flipped, read after the original: err %v, want ErrCorrupt", at, err)
+		}
+		if _, _, err := ViewRecord(b, opt); err != nil {
+			t.Errorf("the original after the copy with byte %d flipped: %v", at, err)
+		}
+	}
+	// The same nonce under another MAC key: that key's own derivation
+	// (each gmacKey has its own cache), so the tag does not match.
+	other := RecordOptions{MACKey: bytes.Repeat([]byte{0x43}, 32)}
+	forged := bytes.Clone(b)
+	id := gmacKeyOf(other.MACKey).id
+	copy(forged[6:], id[:])
+	if _, _, err := ViewRecord(forged, other); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("record re-labelled with another key's id: err %v, want ErrCorrupt", err)
+	}
+}

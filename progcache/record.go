@@ -458,8 +458,9 @@ func ViewVerifiedRecord(b []byte, o RecordOptions) (Key, View, error) {
 
 // parseRecord checks a record's structure, and its checksum or MAC when
 // verify is set, and returns the stored key and a View whose fields alias
-// b. It allocates nothing for a CRC-32C record (a MAC record's check
-// does). Map names must be strictly increasing, as EncodeRecord writes
+// b. It allocates nothing for a CRC-32C record, nor for an AES-GMAC one
+// whose nonce it verified lately (gmacKey.verify); a keyed-hash check
+// does. Map names must be strictly increasing, as EncodeRecord writes
 // them, which also rules out a repeated name without building a map.
 func parseRecord(b []byte, o RecordOptions, verify bool) (Key, View, error) {
 	var k Key

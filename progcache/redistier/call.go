@@ -62,8 +62,8 @@ func callValue[T any](ctx context.Context, c *Cache, what string, op func(ctx co
 		c.n.rejected.Add(1)
 		return zero, fmt.Errorf("redistier: %s: %w", what, ErrBreakerOpen)
 	}
-	opCtx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
-	defer cancel()
+	opCtx := startOp(ctx, c.opts.Timeout)
+	defer opCtx.finish()
 	var v T
 	var err error
 	if c.inline {
