@@ -45,8 +45,9 @@ var (
 type Cache struct {
 	// Locking: mu guards closed and leases, so that Close and Acquire agree on
 	// which leases Close must release; nothing talks to Redis under mu. The
-	// counters are atomics, the breaker has its own lock, group has its own
-	// and is never held with mu. Everything else is set in New and only read.
+	// counters and window are atomics, the breaker has its own lock, group
+	// has its own and is never held with mu. Everything else is set in New
+	// and only read.
 
 	client  redis.UniversalClient
 	opts    Options // defaults filled in
@@ -54,6 +55,7 @@ type Cache struct {
 	inline  bool // the client honours deadlines: call runs ops in place
 	index   *index
 	breaker *breaker
+	window  atomic.Pointer[opWindow] // the calls' shared deadline (opctx.go)
 	n       counters
 	group   progcache.Group
 	guarded error // what New could not put the reply guard on (guard.go)

@@ -62,7 +62,7 @@ func callValue[T any](ctx context.Context, c *Cache, what string, op func(ctx co
 		c.n.rejected.Add(1)
 		return zero, fmt.Errorf("redistier: %s: %w", what, ErrBreakerOpen)
 	}
-	opCtx := startOp(ctx, c.opts.Timeout)
+	opCtx := c.startOp(ctx)
 	defer opCtx.finish()
 	var v T
 	var err error

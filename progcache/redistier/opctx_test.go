@@ -80,10 +80,10 @@ func TestOpContextReuse(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 300 {
-				parent := context.Background()
-				var cancel context.CancelFunc = func() {}
-				if (g+i)%3 == 0 {
-					parent, cancel = context.WithCancel(parent)
+				parent, cancel := context.WithCancel(context.Background())
+				if (g+i)%3 != 0 {
+					cancel()
+					parent, cancel = context.Background(), func() {}
 				}
 				timeout := time.Hour
 				if (g+i)%5 == 0 {
@@ -93,11 +93,13 @@ func TestOpContextReuse(t *testing.T) {
 				if timeout == time.Hour {
 					select {
 					case <-c.Done():
+						cancel()
 						errs <- errors.New("a fresh context was already done")
 						return
 					default:
 					}
 					if err := c.Err(); err != nil {
+						cancel()
 						errs <- err
 						return
 					}
@@ -120,3 +122,72 @@ func TestOpContextReuse(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestWindowContext: calls whose parent cannot end share a deadline at
+// least Timeout and at most Timeout*(1+1/windowSlack) after each one's
+// start, ending with DeadlineExceeded, each with its own parent's values;
+// a call whose parent can end, or has a deadline of its own, gets a
+// context of its own.
+func TestWindowContext(t *testing.T) {
+	c := newCallCache(t, true) // Timeout 20ms
+	type key struct{}
+	var ctxs []callCtx
+	var starts []time.Time
+	for i := range 3 {
+		starts = append(starts, time.Now())
+		ctxs = append(ctxs, c.startOp(context.WithValue(context.Background(), key{}, i)))
+	}
+	for i, ctx := range ctxs {
+		defer ctx.finish()
+		if _, ok := ctx.(*windowCtx); !ok {
+			t.Fatalf("call %d under a parent that cannot end got a %T, want a *windowCtx", i, ctx)
+		}
+		d, ok := ctx.Deadline()
+		if lo, hi := starts[i].Add(c.opts.Timeout), starts[i].Add(c.opts.Timeout+c.opts.Timeout/windowSlack); !ok || d.Before(lo) || d.After(hi.Add(time.Millisecond)) {
+			t.Errorf("call %d: Deadline() = %v, %v; want within [%v, %v] (its start plus Timeout, plus at most Timeout/%d)", i, d, ok, lo, hi, windowSlack)
+		}
+		if v := ctx.Value(key{}); v != i {
+			t.Errorf("call %d: Value = %v, want its own parent's %d", i, v, i)
+		}
+		if err := ctx.Err(); err != nil {
+			t.Errorf("call %d: Err() before the deadline = %v", i, err)
+		}
+	}
+	select {
+	case <-ctxs[0].Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Done not closed 5s after a 20ms Timeout")
+	}
+	if took := time.Since(starts[0]); took < c.opts.Timeout {
+		t.Errorf("Done closed %v after the start, before the Timeout", took)
+	}
+	if err := ctxs[0].Err(); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Err() after the deadline = %v, want DeadlineExceeded", err)
+	}
+	// A window that ended is not handed out again.
+	if next := c.startOp(context.Background()); next.Err() != nil {
+		t.Errorf("a call after the window ended got a context that ended: %v", next.Err())
+	}
+
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	own := c.startOp(parent)
+	defer own.finish()
+	if _, ok := own.(*opContext); !ok {
+		t.Errorf("a call under a parent that can end got a %T, want an *opContext", own)
+	}
+	withDeadline := dlOnly{context.Background(), time.Now().Add(time.Millisecond)}
+	early := c.startOp(withDeadline)
+	defer early.finish()
+	if d, _ := early.Deadline(); !d.Equal(withDeadline.d) {
+		t.Errorf("a call under a parent with an earlier deadline: Deadline() = %v, want the parent's %v", d, withDeadline.d)
+	}
+}
+
+// dlOnly is a context with a deadline and no Done channel.
+type dlOnly struct {
+	context.Context
+	d time.Time
+}
+
+func (c dlOnly) Deadline() (time.Time, bool) { return c.d, true }
