@@ -95,7 +95,10 @@ type Options struct {
 
 	// Timeout bounds each Redis call, whatever the client's own
 	// timeouts. 0 means DefaultTimeout. A call past it is a failure
-	// (counted in Timeouts) that feeds the breaker.
+	// (counted in Timeouts) that feeds the breaker. Calls whose context
+	// cannot end (context.Background, say) and that start within
+	// Timeout/16 of each other share one deadline and its timer, so such
+	// a call may run up to Timeout/16 past Timeout before it is given up.
 	Timeout time.Duration
 	// BreakerFailures consecutive failed calls open the circuit breaker:
 	// calls are then refused without reaching Redis until
