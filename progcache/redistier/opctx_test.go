@@ -191,3 +191,20 @@ type dlOnly struct {
 }
 
 func (c dlOnly) Deadline() (time.Time, bool) { return c.d, true }
+
+// TestCallValueAllocs: a call under a context that cannot end allocates
+// at most its context's small wrapper (the shared window's timer is
+// armed once per Timeout/16, not per call); context.WithTimeout per call
+// allocated a context, a timer and a channel.
+func TestCallValueAllocs(t *testing.T) {
+	c := newCallCache(t, true)
+	op := func(context.Context) (int, error) { return 1, nil }
+	callValue(context.Background(), c, "warm", op)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := callValue(context.Background(), c, "alloc", op); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 1 {
+		t.Errorf("callValue under context.Background allocates %v times a call, want at most 1", n)
+	}
+}
