@@ -9,7 +9,8 @@ package redistier
 // the context says. The client is the caller's, with their settings, so
 // callValue enforces Options.Timeout itself: with a client that honours
 // deadlines the call runs on the caller's goroutine under a context with
-// that deadline; with one that does not, it runs on a goroutine of its own
+// that deadline (opctx.go: up to Timeout/16 later where calls share one);
+// with one that does not, it runs on a goroutine of its own
 // and callValue stops waiting for it at the deadline. What that goroutine
 // reads comes back as the op's value, which callValue hands over only when
 // the call succeeded, so no caller can read a reply that came too late. The abandoned call ends

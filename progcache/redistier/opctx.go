@@ -16,8 +16,9 @@ package redistier
 // parent is one and that start within Timeout/16 of each other share one
 // deadline, an opWindow, Timeout/16 after the first of them starts plus
 // Timeout, and one timer, so a call is given up at most Timeout/16 past
-// its own Timeout. A call whose parent can end gets an opContext, whose
-// timer and channel are pooled from call to call.
+// its own Timeout. A call whose parent can end, or has a deadline of its
+// own, gets an opContext, whose timer and channel are pooled from call to
+// call.
 
 import (
 	"context"
@@ -61,6 +62,9 @@ func newOpWindow(now time.Time, timeout time.Duration) *opWindow {
 
 // windowCtx is a call's context on a shared opWindow: its deadline, and
 // its parent's values.
+//
+// Locking: none; its fields are set before it is handed out and never
+// written again.
 type windowCtx struct {
 	parent context.Context
 	w      *opWindow
