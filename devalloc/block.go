@@ -75,9 +75,9 @@ type setKey struct {
 // freeSet is the cache of one (stream, pool). Guarded by Allocator.mu.
 type freeSet struct {
 	stream driver.Stream
-	id     uint64 // stream.ID()
+	free   blockSet // right after stream: one line holds what a hit reads
+	id     uint64   // stream.ID()
 	small  bool
-	free   blockSet
 	segs   map[*segment]struct{}
 	exps   []*segment // expandable ranges, oldest first
 	// pins counts grows in flight with mu released (growLocked): the set

@@ -24,14 +24,19 @@ import (
 // slice. Not safe for concurrent use: the owning freeSet's mutex guards
 // it.
 type blockSet struct {
-	n   int
-	top uint64     // bit i: mid[i] != 0
-	mid [64]uint64 // bit j of mid[i]: leaf[i<<6|j] != 0
-	// leaf bit c: class c (blocks of size c<<classShift) is not empty.
-	// leaf and pages grow on demand to the highest class used, so a small
-	// pool set (classes below 4096) stays small.
-	leaf  []uint64
+	// pages and leaf come first: with freeSet.stream before them, the
+	// hit's reads of its set share one line.
+	//
+	// leaf bit c: class c (blocks of size c<<classShift) may be non-empty;
+	// set whenever it is, and cleared lazily, when a search finds the
+	// class empty (classHeap.marked), so that a class emptied by a hit and
+	// refilled by its free never writes the bitmaps. leaf and pages grow
+	// on demand to the highest class used, so a small pool set (classes
+	// below 4096) stays small.
 	pages []*bucketPage
+	leaf  []uint64
+	n     int
+	top   uint64   // bit i: mid[i] != 0
 	big   []*block // sizes >= bucketedLimit, sorted by (size, ptr)
 	// idx, when set, is the allocator's release index, which insert and
 	// remove keep up to date (index.go) in the same calls, so that the hit
@@ -42,6 +47,11 @@ type blockSet struct {
 	// so that releasing other sets' pages can tell at once whether there
 	// are any.
 	onPage int
+	// mid: bit j of mid[i]: leaf[i<<6|j] != 0. A slice grown with leaf,
+	// not an array, so that a freeSet stays under 512 bytes, which Go's
+	// allocator places without a header at a 64-byte boundary
+	// (TestClassHeapLayout).
+	mid []uint64
 }
 
 const (
@@ -51,7 +61,8 @@ const (
 	bucketedLimit = numClasses << classShift
 )
 
-// bucketPage holds the heaps of 64 consecutive classes.
+// bucketPage holds the heaps of 64 consecutive classes, one 64-byte line
+// each (TestClassHeapLayout).
 type bucketPage [64]classHeap
 
 // classHeap is the blocks of one class: a min-heap by address with lazy
@@ -63,9 +74,17 @@ type bucketPage [64]classHeap
 // miss). A cache hit takes the class's root and, once freed and merged
 // back, returns the same block at the same address: that entry, stale at
 // the root, is revived where it is, and the pair costs no sift at all.
+//
+// The root entry is kept in the heap's own line (top), so that best fit
+// reads the class's line and the block, not also the entries' array; top
+// is the root's true value and h[0] is brought up to date (flush) before a
+// sift reads it.
 type classHeap struct {
-	h    []heapEntry
-	live int // valid entries: the blocks placed in the class
+	top    heapEntry // h[0], or zero while h is empty
+	live   int32     // valid entries: the blocks placed in the class
+	marked bool      // the class's leaf bit is set (blockSet.leaf)
+	h      []heapEntry
+	_      [8]byte // to 64 bytes: a class heap is one line
 }
 
 // heapEntry is a block's place in a class heap: valid while the block is
@@ -99,10 +118,10 @@ func (s *blockSet) bucket(c uint64) *classHeap {
 // one: stale entries at the root are dropped first.
 func (s *blockSet) root(c uint64) *block {
 	ch := s.bucket(c)
-	for !ch.h[0].valid(c) {
+	for !ch.top.valid(c) {
 		ch.pop()
 	}
-	return ch.h[0].b
+	return ch.top.b
 }
 
 // pop drops the root entry.
@@ -113,6 +132,24 @@ func (ch *classHeap) pop() {
 	ch.h = ch.h[:last]
 	if last > 0 {
 		heapDown(ch.h, 0)
+	}
+	ch.setTop()
+}
+
+// setTop copies the root entry, after a sift, into top.
+func (ch *classHeap) setTop() {
+	if len(ch.h) > 0 {
+		ch.top = ch.h[0]
+	} else {
+		ch.top = heapEntry{}
+	}
+}
+
+// flush brings h[0] up to top, which a revive changes alone, before the
+// entries are sifted or scanned.
+func (ch *classHeap) flush() {
+	if len(ch.h) > 0 {
+		ch.h[0] = ch.top
 	}
 }
 
@@ -125,27 +162,28 @@ func (s *blockSet) best(size uint64) *block {
 
 // fit is best that also returns the class heap the block is in (nil for
 // the sorted slice), for take: the hit path finds the heap once. The
-// common case, a non-empty class in the request's own leaf word, is
-// inline.
+// common case, a block of exactly the size asked for (nine hits in ten
+// in BenchmarkHitPair), reads the class's heap and its root block and no
+// bitmap.
 func (s *blockSet) fit(size uint64) (*block, *classHeap) {
 	if size < bucketedLimit {
 		c := size >> classShift
-		var m uint64
-		if w := c >> 6; w < uint64(len(s.leaf)) {
-			m = s.leaf[w] >> (c & 63)
+		if w := c >> 6; w < uint64(len(s.pages)) {
+			if pg := s.pages[w]; pg != nil {
+				if ch := &pg[c&63]; ch.live > 0 {
+					for !ch.top.valid(c) {
+						ch.pop()
+					}
+					return ch.top.b, ch
+				}
+			}
 		}
-		ok := m != 0
-		if ok {
-			c += uint64(bits.TrailingZeros64(m))
-		} else {
-			c, ok = s.classAtLeast(c)
-		}
-		if ok {
-			ch := &s.pages[c>>6][c&63]
-			for !ch.h[0].valid(c) {
+		if c, ok := s.liveClassAtLeast(c); ok {
+			ch := s.bucket(c)
+			for !ch.top.valid(c) {
 				ch.pop()
 			}
-			return ch.h[0].b, ch
+			return ch.top.b, ch
 		}
 	}
 	if len(s.big) == 0 {
@@ -163,7 +201,37 @@ func (s *blockSet) fit(size uint64) (*block, *classHeap) {
 	return nil, nil
 }
 
-// classAtLeast returns the smallest non-empty class >= c.
+// liveClassAtLeast returns the smallest non-empty class >= c, clearing
+// the leaf bits of the empty classes it passes.
+func (s *blockSet) liveClassAtLeast(c uint64) (uint64, bool) {
+	for {
+		m, ok := s.classAtLeast(c)
+		if !ok {
+			return 0, false
+		}
+		ch := s.bucket(m)
+		if ch.live > 0 {
+			return m, true
+		}
+		s.unmark(ch, m)
+		c = m + 1
+	}
+}
+
+// unmark clears the leaf bit of class c, whose heap ch is empty.
+func (s *blockSet) unmark(ch *classHeap, c uint64) {
+	ch.marked = false
+	w := c >> 6
+	s.leaf[w] &^= 1 << (c & 63)
+	if s.leaf[w] == 0 {
+		s.mid[w>>6] &^= 1 << (w & 63)
+		if s.mid[w>>6] == 0 {
+			s.top &^= 1 << (w >> 6)
+		}
+	}
+}
+
+// classAtLeast returns the smallest class >= c whose leaf bit is set.
 func (s *blockSet) classAtLeast(c uint64) (uint64, bool) {
 	w := c >> 6
 	if w < uint64(len(s.leaf)) {
@@ -175,7 +243,7 @@ func (s *blockSet) classAtLeast(c uint64) (uint64, bool) {
 	// then in a later mid word.
 	w++
 	mi := w >> 6
-	if mi < 64 && w&63 != 0 {
+	if mi < uint64(len(s.mid)) && w&63 != 0 {
 		if m := s.mid[mi] >> (w & 63); m != 0 {
 			lw := w + uint64(bits.TrailingZeros64(m))
 			return lw<<6 | uint64(bits.TrailingZeros64(s.leaf[lw])), true
@@ -199,13 +267,17 @@ func (s *blockSet) largest() *block {
 	if n := len(s.big); n > 0 {
 		return s.big[n-1]
 	}
-	if s.top == 0 {
-		return nil
+	for s.top != 0 {
+		mi := uint64(63 - bits.LeadingZeros64(s.top))
+		lw := mi<<6 | uint64(63-bits.LeadingZeros64(s.mid[mi]))
+		c := lw<<6 | uint64(63-bits.LeadingZeros64(s.leaf[lw]))
+		ch := s.bucket(c)
+		if ch.live > 0 {
+			return s.root(c)
+		}
+		s.unmark(ch, c)
 	}
-	mi := uint64(63 - bits.LeadingZeros64(s.top))
-	lw := mi<<6 | uint64(63-bits.LeadingZeros64(s.mid[mi]))
-	c := lw<<6 | uint64(63-bits.LeadingZeros64(s.leaf[lw]))
-	return s.root(c)
+	return nil
 }
 
 // count returns how many blocks of exactly size bytes the set holds.
@@ -223,7 +295,7 @@ func (s *blockSet) count(size uint64) int {
 	if w := c >> 6; w >= uint64(len(s.pages)) || s.pages[w] == nil {
 		return 0
 	}
-	return s.bucket(c).live
+	return int(s.bucket(c).live)
 }
 
 func (s *blockSet) insert(b *block) {
@@ -255,17 +327,18 @@ func (s *blockSet) insert(b *block) {
 		pg = s.newPage(w)
 	}
 	ch := &pg[c&63]
-	if ch.live == 0 {
+	if !ch.marked {
+		ch.marked = true
 		s.leaf[w] |= 1 << (c & 63)
 		s.mid[w>>6] |= 1 << (w & 63)
 		s.top |= 1 << (w >> 6)
 	}
 	ch.live++
 	b.hgen++ // odd: placed
-	if len(ch.h) > 0 && ch.h[0].b == b && ch.h[0].ptr == b.ptr {
+	if ch.top.b == b && ch.top.ptr == b.ptr {
 		// b comes back where it was taken from: its stale entry is the
 		// root, and the heap order holds with it revived.
-		ch.h[0].gen = b.hgen
+		ch.top.gen = b.hgen
 		return
 	}
 	ch.push(c, b)
@@ -277,6 +350,9 @@ func (s *blockSet) newPage(w uint64) *bucketPage {
 	if w >= uint64(len(s.leaf)) {
 		s.leaf = append(s.leaf, make([]uint64, w+1-uint64(len(s.leaf)))...)
 		s.pages = append(s.pages, make([]*bucketPage, w+1-uint64(len(s.pages)))...)
+		if n := w>>6 + 1; n > uint64(len(s.mid)) {
+			s.mid = append(s.mid, make([]uint64, n-uint64(len(s.mid)))...)
+		}
 	}
 	pg := new(bucketPage)
 	s.pages[w] = pg
@@ -296,14 +372,17 @@ func (s *blockSet) placeBig(b *block) {
 
 // push adds b's entry to ch, of class c, which b was just placed in.
 func (ch *classHeap) push(c uint64, b *block) {
-	if len(ch.h) >= 2*ch.live+8 {
+	ch.flush()
+	if len(ch.h) >= 2*int(ch.live)+8 {
 		ch.compact(c)
 	}
 	ch.h = append(ch.h, heapEntry{b.ptr, b, b.hgen})
 	heapUp(ch.h, len(ch.h)-1)
+	ch.setTop()
 }
 
-// compact drops every stale entry and restores the heap order.
+// compact drops every stale entry and restores the heap order; h[0] must
+// be flushed.
 func (ch *classHeap) compact(c uint64) {
 	h := ch.h[:0]
 	for _, e := range ch.h {
@@ -361,8 +440,13 @@ func (s *blockSet) take(b *block, ch *classHeap) {
 		return
 	}
 	b.hgen++ // even: not placed
-	if ch.live--; ch.live == 0 {
-		s.emptied(ch, b.size>>classShift)
+	if ch.live--; ch.live == 0 && len(ch.h) > 1 {
+		// Empty: no entry is valid. A lone entry stays, for insert to
+		// revive when the block taken comes back; the leaf bit stays too
+		// (blockSet.leaf).
+		clear(ch.h)
+		ch.h = ch.h[:0]
+		ch.top = heapEntry{}
 	}
 	// unindex, written out for the hit path.
 	s.n--
@@ -370,24 +454,6 @@ func (s *blockSet) take(b *block, ch *classHeap) {
 		x.max[boolBit(s.small)].removed(b.size)
 		if b.rlist != listNone {
 			s.unlist(x, b)
-		}
-	}
-}
-
-// emptied clears class c, whose heap ch has no block left, from the
-// bitmaps. A lone entry stays, for insert to revive when the block taken
-// comes back.
-func (s *blockSet) emptied(ch *classHeap, c uint64) {
-	if len(ch.h) > 1 {
-		clear(ch.h)
-		ch.h = ch.h[:0]
-	}
-	w := c >> 6
-	s.leaf[w] &^= 1 << (c & 63)
-	if s.leaf[w] == 0 {
-		s.mid[w>>6] &^= 1 << (w & 63)
-		if s.mid[w>>6] == 0 {
-			s.top &^= 1 << (w >> 6)
 		}
 	}
 }

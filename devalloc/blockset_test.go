@@ -148,7 +148,11 @@ func (s *blockSet) each(fn func(b *block) bool) {
 			j := bits.TrailingZeros64(word)
 			word &^= 1 << j
 			c := uint64(w)<<6 | uint64(j)
-			for _, e := range s.pages[w][j].h {
+			ch := &s.pages[w][j]
+			for i, e := range ch.h {
+				if i == 0 {
+					e = ch.top // the root's true value (classHeap.flush)
+				}
 				if e.valid(c) {
 					all = append(all, e.b)
 				}
@@ -219,7 +223,7 @@ func TestBlockSetReusedBlocks(t *testing.T) {
 						b.ptr, b.size = p, 512*(1+r.Uint64N(sizes))
 					}
 					s.insert(b)
-					if c := b.size >> classShift; len(s.bucket(c).h) > 2*s.bucket(c).live+9 {
+					if c := b.size >> classShift; len(s.bucket(c).h) > 2*int(s.bucket(c).live)+9 {
 						t.Fatalf("op %d: class %d keeps %d entries for %d blocks", op, c, len(s.bucket(c).h), s.bucket(c).live)
 					}
 					out = slices.Delete(out, i, i+1)
@@ -256,7 +260,75 @@ func TestBlockSetReusedBlocks(t *testing.T) {
 				if !slices.Equal(got, in) || s.n != len(in) {
 					t.Fatalf("op %d: set differs from the sorted reference (%d blocks, want %d)", op, len(got), len(in))
 				}
+				if l := s.largest(); len(in) == 0 && l != nil || len(in) > 0 && (l == nil || l.size != in[len(in)-1].size) {
+					t.Fatalf("op %d: largest is not of the largest size", op)
+				}
+				if err := s.checkClasses(); err != nil {
+					t.Fatalf("op %d: %v", op, err)
+				}
 			}
 		})
+	}
+}
+
+// checkClasses checks the class heaps against the bitmaps: a class with
+// blocks has its leaf bit set, a leaf bit is set exactly when the class
+// is marked (it may be empty: bits are cleared lazily), mid and top
+// summarise leaf exactly, and a heap's top is its root entry (the
+// generation aside, which a revive changes in top alone).
+func (s *blockSet) checkClasses() error {
+	if len(s.leaf) != len(s.pages) {
+		return fmt.Errorf("%d leaf words for %d pages", len(s.leaf), len(s.pages))
+	}
+	mid := make([]uint64, len(s.mid))
+	var top uint64
+	for w, word := range s.leaf {
+		if word != 0 {
+			mid[w>>6] |= 1 << (w & 63)
+			top |= 1 << (w >> 6)
+		}
+		pg := s.pages[w]
+		if pg == nil {
+			if word != 0 {
+				return fmt.Errorf("leaf word %d is %#x without a page", w, word)
+			}
+			continue
+		}
+		for j := range pg {
+			ch := &pg[j]
+			bit := word>>j&1 == 1
+			if bit != ch.marked || ch.live > 0 && !bit {
+				return fmt.Errorf("class %d: leaf bit %v, marked %v, %d blocks", w<<6|j, bit, ch.marked, ch.live)
+			}
+			if len(ch.h) == 0 && ch.top != (heapEntry{}) ||
+				len(ch.h) > 0 && (ch.top.b != ch.h[0].b || ch.top.ptr != ch.h[0].ptr) {
+				return fmt.Errorf("class %d: top is not the root entry", w<<6|j)
+			}
+		}
+	}
+	if !slices.Equal(mid, s.mid) || top != s.top {
+		return fmt.Errorf("mid and top do not summarise leaf")
+	}
+	return nil
+}
+
+var layoutSink [16]*freeSet
+
+// TestClassHeapLayout keeps a class heap one 64-byte line, so that best
+// fit reads one line of it, and the leaf and page headers beside the
+// set's stream, in one line with it (Alloc reads all three).
+func TestClassHeapLayout(t *testing.T) {
+	if n := unsafe.Sizeof(classHeap{}); n != 64 {
+		t.Errorf("classHeap is %d bytes, want 64", n)
+	}
+	var fs freeSet
+	if end := unsafe.Offsetof(fs.free) + unsafe.Offsetof(fs.free.leaf) + unsafe.Sizeof(fs.free.leaf); end > 64 {
+		t.Errorf("the set's stream, pages and leaf end at byte %d, past the first line", end)
+	}
+	for i := range layoutSink { // the size class of freeSet aligns it to 64
+		layoutSink[i] = new(freeSet) // on the heap, as the allocator's are
+		if p := uintptr(unsafe.Pointer(layoutSink[i])); p%64 != 0 {
+			t.Fatalf("a freeSet (%d bytes) at %#x is not 64-byte aligned", unsafe.Sizeof(fs), p)
+		}
 	}
 }
