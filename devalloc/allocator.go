@@ -477,7 +477,7 @@ func (a *Allocator) RecordStream(p driver.Ptr, s driver.Stream) error {
 	if b == nil {
 		return fmt.Errorf("devalloc: record stream %d on %v: not a live allocation of this allocator: %w", s.ID(), p, driver.ErrInvalidPointer)
 	}
-	if !evpool.SameStream(s, b.seg.set.stream) {
+	if !evpool.SameStream(s, b.set.stream) {
 		if b.uses == nil {
 			b.uses = new(evpool.StreamSet)
 		}

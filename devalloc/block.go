@@ -28,7 +28,7 @@ type block struct {
 	ptr        driver.Ptr
 	size       uint64
 	prev, next *block
-	seg        *segment
+	set        *freeSet // seg.set, kept here so that Free need not load seg
 	// hgen is the generation of its class heap entry (blockSet's
 	// classHeap): odd while it is placed in a class heap.
 	hgen  uint32
@@ -47,7 +47,17 @@ type block struct {
 	uses        *evpool.StreamSet // streams noted by RecordStream, less the owner; nil when none
 	rprev       *block            // neighbours on the release list
 	rnext       *block
-	pcs         []uintptr // allocating stack while live, when block stacks are recorded (history.go)
+	pcs         *[]uintptr // allocating stack while live, when block stacks are recorded (history.go)
+	seg         *segment
+	_           [8]byte // to 128 bytes (TestBlockLayout)
+}
+
+// stack is b's allocating stack, or nil.
+func (b *block) stack() []uintptr {
+	if b.pcs == nil {
+		return nil
+	}
+	return *b.pcs
 }
 
 // stream is the stream b was allocated on. b allocated or pending free.
@@ -55,7 +65,7 @@ func (b *block) stream() driver.Stream {
 	if b.allocStream != nil {
 		return b.allocStream
 	}
-	return b.seg.set.stream
+	return b.set.stream
 }
 
 // segment is one driver allocation, or one expandable virtual range.

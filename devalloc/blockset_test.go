@@ -183,6 +183,9 @@ func TestBlockLayout(t *testing.T) {
 	if end := unsafe.Offsetof(b.freedAt) + unsafe.Sizeof(b.freedAt); end > 64 {
 		t.Errorf("the hit path's fields end at byte %d, past the first line", end)
 	}
+	if end := unsafe.Offsetof(b.set) + unsafe.Sizeof(b.set); end > 64 {
+		t.Errorf("the block's set ends at byte %d, past the first line: Free would load the second", end)
+	}
 }
 
 // TestBlockSetReusedBlocks drives a blockSet the way the allocator does:

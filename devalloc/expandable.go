@@ -263,7 +263,7 @@ func (a *Allocator) releaseOthersLocked(fs *freeSet, need uint64) {
 		// the mapped rest of b, at the tail, so the next one stays valid.
 		a.visits++
 		next := b.rnext
-		owner := b.seg.set
+		owner := b.set
 		if owner != own && !slices.Contains(busy, owner) && !slices.Contains(idle, owner) {
 			// A stream whose work failed will never run it: its memory
 			// may go, as in freeSegments.
@@ -298,7 +298,7 @@ func (a *Allocator) newRangeLocked(fs *freeSet) (*segment, error) {
 	base := e.base
 	seg := &segment{ptr: base, size: va, set: fs, exp: e}
 	hole := fs.newBlock()
-	*hole = block{ptr: base, size: va, seg: seg, exp: true, state: stateUnmapped, hgen: hole.hgen}
+	*hole = block{ptr: base, size: va, seg: seg, set: seg.set, exp: true, state: stateUnmapped, hgen: hole.hgen}
 	seg.head, seg.tail = hole, hole
 	seg.exp.holes = []*block{hole}
 	fs.exps = append(fs.exps, seg)
@@ -349,7 +349,7 @@ func (a *Allocator) mapHoleLocked(fs *freeSet, h *block, n uint64) (*block, erro
 	seg.exp.removeHole(h)
 	if n < h.size {
 		rest := fs.newBlock()
-		*rest = block{ptr: h.ptr + driver.Ptr(n), size: h.size - n, seg: seg, exp: true, state: stateUnmapped, hgen: rest.hgen}
+		*rest = block{ptr: h.ptr + driver.Ptr(n), size: h.size - n, seg: seg, set: seg.set, exp: true, state: stateUnmapped, hgen: rest.hgen}
 		insertAfter(h, rest)
 		h.size = n
 		seg.exp.addHole(rest)
@@ -402,7 +402,7 @@ func (a *Allocator) shrinkLocked() error {
 			// so the next one stays valid.
 			a.visits++
 			next := b.rnext
-			fs := b.seg.set
+			fs := b.set
 			if !synced[fs] {
 				synced[fs] = true
 				_ = fs.stream.Synchronize() // as in freeSegments
@@ -458,13 +458,13 @@ func (a *Allocator) unmapFreeLocked(fs *freeSet, b *block, bytes uint64) (uint64
 	fs.free.remove(b)
 	if begin > off {
 		pre := fs.newBlock()
-		*pre = block{ptr: b.ptr, size: begin - off, seg: seg, exp: true, freedAt: b.freedAt, hgen: pre.hgen}
+		*pre = block{ptr: b.ptr, size: begin - off, seg: seg, set: seg.set, exp: true, freedAt: b.freedAt, hgen: pre.hgen}
 		insertBefore(b, pre)
 		fs.free.insert(pre)
 	}
 	if tail := off + b.size; tail > end {
 		post := fs.newBlock()
-		*post = block{ptr: seg.ptr + driver.Ptr(end), size: tail - end, seg: seg, exp: true, freedAt: b.freedAt, hgen: post.hgen}
+		*post = block{ptr: seg.ptr + driver.Ptr(end), size: tail - end, seg: seg, set: seg.set, exp: true, freedAt: b.freedAt, hgen: post.hgen}
 		insertAfter(b, post)
 		fs.free.insert(post)
 	}

@@ -159,7 +159,7 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 	}
 	if a.shouldSplitLocked(fs, b, rsize) {
 		r := fs.newBlock()
-		*r = block{ptr: b.ptr + driver.Ptr(rsize), size: b.size - rsize, seg: b.seg, exp: b.exp, freedAt: b.freedAt, hgen: r.hgen}
+		*r = block{ptr: b.ptr + driver.Ptr(rsize), size: b.size - rsize, seg: b.seg, set: b.set, exp: b.exp, freedAt: b.freedAt, hgen: r.hgen}
 		insertAfter(b, r)
 		b.size = rsize
 		fs.free.insert(r)
@@ -182,7 +182,9 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 	c.largestAlloc = max(c.largestAlloc, b.size)
 	a.ptrs.put(b.ptr, b)
 	if a.hist != nil {
-		b.pcs = a.hist.alloc(b.ptr, size, s.ID())
+		if pcs := a.hist.alloc(b.ptr, size, s.ID()); pcs != nil {
+			b.pcs = &pcs
+		}
 	}
 }
 
@@ -190,7 +192,7 @@ func (a *Allocator) commitLocked(fs *freeSet, b *block, rsize, size uint64, s dr
 // it with free neighbours, and records its free_completed. a.mu held.
 func (a *Allocator) freeLocked(fs *freeSet, b *block) {
 	if a.hist != nil {
-		a.hist.free(actFreeCompleted, b.ptr, b.requested, b.stream().ID(), b.pcs)
+		a.hist.free(actFreeCompleted, b.ptr, b.requested, b.stream().ID(), b.stack())
 		b.pcs = nil
 	}
 	a.returnLocked(fs, b)

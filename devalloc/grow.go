@@ -27,7 +27,7 @@ func (a *Allocator) growLocked(fs *freeSet, rsize, size uint64, s driver.Stream)
 		return nil, err
 	}
 	seg := &segment{ptr: p, size: segSize, set: fs}
-	b := &block{ptr: p, size: segSize, seg: seg, freedAt: a.rel.nextFreed()}
+	b := &block{ptr: p, size: segSize, seg: seg, set: fs, freedAt: a.rel.nextFreed()}
 	seg.head, seg.tail = b, b
 	fs.segs[seg] = struct{}{}
 	var d delta

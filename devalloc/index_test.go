@@ -58,6 +58,9 @@ func checkIndexes(t testing.TB, a *Allocator) {
 		if a.lookupLocked(fs.id, fs.small) != fs {
 			t.Fatalf("set of stream %d (small %v) is not indexed", fs.id, fs.small)
 		}
+		if err := fs.free.checkClasses(); err != nil {
+			t.Fatalf("set of stream %d (small %v): %v", fs.id, fs.small, err)
+		}
 		if fs.free.onPage != onPage[fs] {
 			t.Fatalf("set of stream %d (small %v) counts %d blocks on the page list, %d are", fs.id, fs.small, fs.free.onPage, onPage[fs])
 		}
@@ -71,6 +74,9 @@ func checkIndexes(t testing.TB, a *Allocator) {
 			for b := seg.head; b != nil; b = b.next {
 				if b.seg != seg || b.exp != (seg.exp != nil) {
 					t.Fatalf("block %v: segment %v (expandable %v), tiles %v", b.ptr, b.seg.ptr, b.exp, seg.ptr)
+				}
+				if b.set != fs || seg.set != fs {
+					t.Fatalf("block %v: its set is not its segment's (%v)", b.ptr, seg.ptr)
 				}
 				if b.state != stateFree {
 					if b.rlist != listNone {

@@ -47,7 +47,7 @@ func (a *Allocator) takeWholeLocked(target uint64, small bool) []*block {
 			break
 		}
 		a.visits++
-		fs := b.seg.set
+		fs := b.set
 		fs.free.remove(b)
 		delete(fs.segs, b.seg)
 		pool := poolIdx(fs.small)
@@ -76,7 +76,7 @@ func (a *Allocator) freeSegments(victims []*block) error {
 	}
 	synced := make(map[*freeSet]bool)
 	for _, b := range victims {
-		if fs := b.seg.set; !synced[fs] {
+		if fs := b.set; !synced[fs] {
 			synced[fs] = true
 			_ = fs.stream.Synchronize() // a failed stream's error changes nothing here
 		}
@@ -87,7 +87,7 @@ func (a *Allocator) freeSegments(victims []*block) error {
 			errs = append(errs, fmt.Errorf("devalloc: release segment %v: %w", b.ptr, e))
 		}
 		a.unreserve(b.size)
-		a.rec.add(actSegmentFree, b.ptr, b.size, b.seg.set.id) // without mu: through rec (history.go)
+		a.rec.add(actSegmentFree, b.ptr, b.size, b.set.id) // without mu: through rec (history.go)
 	}
 	a.count(func(c *counters) { c.numDeviceFree += int64(len(victims)) })
 	return errors.Join(errs...)

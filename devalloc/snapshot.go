@@ -81,8 +81,8 @@ func (a *Allocator) Snapshot() *memsnap.Snapshot {
 					si.ActiveSize += b.size
 					si.RequestedSize += b.requested
 				}
-				if len(b.pcs) > 0 {
-					stacks = append(stacks, blockStack{len(snap.Segments), len(si.Blocks), b.pcs})
+				if pcs := b.stack(); len(pcs) > 0 {
+					stacks = append(stacks, blockStack{len(snap.Segments), len(si.Blocks), pcs})
 				}
 				si.TotalSize += b.size
 				si.Blocks = append(si.Blocks, bi)

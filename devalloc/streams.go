@@ -21,12 +21,12 @@ func (a *Allocator) free(p driver.Ptr) error {
 		a.mu.Unlock()
 		return fmt.Errorf("devalloc: free %v: not a live allocation of this allocator (unknown pointer or double free): %w", p, driver.ErrInvalidPointer)
 	}
-	fs := b.seg.set
+	fs := b.set
 	if b.own {
 		// The common case: used only on its own stream, which runs in
 		// order, so the block is reusable at once.
 		if a.hist != nil {
-			a.hist.freePair(b.ptr, b.requested, fs.id, b.pcs)
+			a.hist.freePair(b.ptr, b.requested, fs.id, b.stack())
 			b.pcs = nil
 		}
 		a.returnLocked(fs, b)
@@ -36,7 +36,7 @@ func (a *Allocator) free(p driver.Ptr) error {
 	uses := b.uses
 	b.uses = nil
 	if a.hist != nil {
-		a.hist.free(actFreeRequested, b.ptr, b.requested, b.stream().ID(), b.pcs)
+		a.hist.free(actFreeRequested, b.ptr, b.requested, b.stream().ID(), b.stack())
 	}
 	// Wait for the allocation stream (it differs from the owner after a
 	// cross-stream reuse) and the noted streams, never for the owner.
