@@ -114,7 +114,8 @@ type opContext struct {
 	parent     context.Context
 	deadline   time.Time
 	done       chan struct{}
-	timer      *time.Timer // runs expire at the deadline
+	timer      *time.Timer // runs expire at the deadline; nil until first armed
+	armed      bool        // timer set for this call (false: the parent's deadline comes first)
 	stopParent func() bool // unregisters the parent's AfterFunc; nil when the parent cannot end
 
 	mu  sync.Mutex
@@ -137,13 +138,21 @@ func startOp(parent context.Context, timeout time.Duration) *opContext {
 	c.parent = parent
 	now := time.Now()
 	c.deadline = now.Add(timeout)
-	if d, ok := parent.Deadline(); ok && d.Before(c.deadline) {
+	c.armed = true
+	if d, ok := parent.Deadline(); ok && !d.After(c.deadline) {
+		// The parent ends first: c ends with it (parentDone), with the
+		// parent's own error, as context.WithDeadline does. A timer of
+		// ours due at the same instant could fire before the parent's
+		// and make the caller's deadline look like the server's timeout.
 		c.deadline = d
+		c.armed = false
 	}
-	if c.timer == nil {
-		c.timer = time.AfterFunc(c.deadline.Sub(now), c.expire)
-	} else {
-		c.timer.Reset(c.deadline.Sub(now))
+	if c.armed {
+		if c.timer == nil {
+			c.timer = time.AfterFunc(c.deadline.Sub(now), c.expire)
+		} else {
+			c.timer.Reset(c.deadline.Sub(now))
+		}
 	}
 	if parent.Done() != nil {
 		c.stopParent = context.AfterFunc(parent, c.parentDone)
@@ -156,7 +165,7 @@ func startOp(parent context.Context, timeout time.Duration) *opContext {
 // it. Otherwise c is left as it is, for an abandoned op that may still
 // use it, and for the garbage collector.
 func (c *opContext) finish() {
-	reusable := c.timer.Stop() // false: expire ran or is running
+	reusable := !c.armed || c.timer.Stop() // false: expire ran or is running
 	if c.stopParent != nil && !c.stopParent() {
 		reusable = false // parentDone ran or is running
 	}

@@ -208,3 +208,26 @@ func TestCallValueAllocs(t *testing.T) {
 		t.Errorf("callValue under context.Background allocates %v times a call, want at most 1", n)
 	}
 }
+
+// TestOpContextParentDeadlineFirst: when the caller's deadline comes before
+// Options.Timeout, the call's context ends only through the caller's, so
+// callValue sees the caller's error when it looks (ctx.Err() != nil) and
+// does not count the caller's deadline as the server's timeout. A timer of
+// the call's own, due at the same instant, used to win that race now and
+// then (TestStalledServer failed about 2 runs in 5).
+func TestOpContextParentDeadlineFirst(t *testing.T) {
+	for i := range 200 {
+		parent, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		c := startOp(parent, time.Hour)
+		<-c.Done()
+		if parent.Err() == nil {
+			cancel()
+			t.Fatalf("run %d: the call's context ended before the caller's, whose deadline it shares", i)
+		}
+		if !errors.Is(c.Err(), context.DeadlineExceeded) {
+			t.Fatalf("run %d: Err = %v, want the caller's DeadlineExceeded", i, c.Err())
+		}
+		c.finish()
+		cancel()
+	}
+}
