@@ -448,15 +448,6 @@ func (j *job) toDevice(dst driver.Ptr, src []byte) {
 			j.fail(err)
 			return
 		}
-		// Give the core to whatever the DMA woke. Where a stream's copies
-		// are CPU work in this process (sim: the stream's goroutine, woken
-		// into this worker's P, where it would wait until the worker
-		// blocks), a worker that went straight on staging let the DMAs run
-		// only when it blocked on a slot, InFlight chunks behind; those
-		// chunks were then copied on one core after the staging had ended
-		// (16 MiB at 0.40 of the best memmove, 0.49 with the yield). On a
-		// GPU the DMA needs no core and this costs well under 1 us a chunk.
-		runtime.Gosched()
 	}
 }
 

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 
@@ -136,6 +137,17 @@ func (s *stream) enqueue(op string, run func() error) error {
 		return fmt.Errorf("sim device %d: %s on stream %d after its queued work failed: %w", s.dev.ordinal, op, s.id, s.err)
 	}
 	s.pushLocked(item{run: run})
+	if !s.busy {
+		// The signal readied the stream's goroutine on the caller's P,
+		// where it would wait until the caller blocks; a device starts
+		// queued work at once, so give it the core and let the caller go
+		// on on another one. Without this, a caller that keeps queueing
+		// (a staging pipeline) ran ahead and its copies piled up behind
+		// it, to be done on one core at the end.
+		s.mu.Unlock()
+		runtime.Gosched()
+		s.mu.Lock()
+	}
 	return nil
 }
 
