@@ -368,13 +368,8 @@ func AppendRecord(dst []byte, k Key, obj Object, o RecordOptions) ([]byte, error
 	b = appendMap(b, obj.Metadata)
 	b = binary.LittleEndian.AppendUint64(b, uint64(len(obj.Code)))
 	if g != nil {
-		// GCM takes the data whole; the copy leaves 64 KiB of code in
-		// the core's L2 cache for it. The tag goes through tag so that
-		// Seal's dst does not overlap its data, as cipher.AEAD asks.
-		b = append(b, obj.Code...)
-		var tag [gmacTagSize]byte
 		at := start + RecordHeaderSize
-		g.seal(tag[:0], b[at:at+gmacNonceSize], b[start:])
+		b, tag := g.appendSealed(b, start, obj.Code, b[at:at+gmacNonceSize])
 		return append(b, tag[:]...), nil
 	}
 	c.write(b[start:])
