@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -209,7 +210,7 @@ func (r *redisRun) getPut(size int, mac bool) ([]Measurement, error) {
 		return nil, err
 	}
 	rawKey := "accbench:raw:" + opts.Namespace
-	n := r.iters(map[int]int{4 << 10: 600, 64 << 10: 300, 1 << 20: 30}[size])
+	n := r.iters(map[int]int{4 << 10: 1000, 64 << 10: 1000, 1 << 20: 60}[size])
 	put := func() error { return c.Put(r.ctx, k, obj) }
 	rawSet := func() error { return raw.Set(r.ctx, rawKey, record, 0).Err() }
 	get := func() error {
@@ -244,18 +245,22 @@ func (r *redisRun) getPut(size int, mac bool) ([]Measurement, error) {
 }
 
 // alternate runs ours and base n times each, after an untimed warm-up
-// pair (which dials the clients' connections), in one loop, the one that goes first alternating (the second of
-// a pair would otherwise pay for the garbage of the first), and returns
-// each one's mean time in microseconds.
+// pair (which dials the clients' connections), in one loop, the one that
+// goes first alternating (the second of a pair would otherwise pay for
+// the garbage of the first), and returns each one's median time in
+// microseconds: a call preempted on a busy machine, or one that meets a
+// collection, moves a mean by its whole delay, on whichever side it
+// falls, and a median not at all (cachetest.Versus reports medians for
+// the same reason).
 func alternate(n int, ours, base func() error) (oursUS, baseUS float64, err error) {
 	if err := errors.Join(ours(), base()); err != nil {
 		return 0, 0, err
 	}
-	var to, tb time.Duration
-	timed := func(f func() error, sum *time.Duration) error {
+	to, tb := make([]time.Duration, 0, n), make([]time.Duration, 0, n)
+	timed := func(f func() error, ts *[]time.Duration) error {
 		t0 := time.Now()
 		err := f()
-		*sum += time.Since(t0)
+		*ts = append(*ts, time.Since(t0))
 		return err
 	}
 	for i := range n {
@@ -270,7 +275,10 @@ func alternate(n int, ours, base func() error) (oursUS, baseUS float64, err erro
 			return 0, 0, err
 		}
 	}
-	us := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(n) }
+	us := func(ts []time.Duration) float64 {
+		slices.Sort(ts)
+		return float64(ts[len(ts)/2].Nanoseconds()) / 1e3
+	}
 	return us(to), us(tb), nil
 }
 
