@@ -23,6 +23,7 @@ import (
 	"errors"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 )
 
 const (
@@ -126,7 +127,7 @@ func (k *Key) Verify(nonce, data, tag []byte) bool {
 // AppendTag appends src to dst and returns the extended slice with the
 // GMAC, under nonce, of dst[from:] followed by src: the tag of the bytes
 // from from to the new end. With the fast hash the copy and the hash are
-// one pass over src. It panics if from is not within dst.
+// one pass over src. src may overlap dst, as with append. It panics if from is not within dst.
 func (k *Key) AppendTag(dst []byte, from int, src []byte, nonce []byte) ([]byte, [TagSize]byte) {
 	if from < 0 || from > len(dst) {
 		panic("gmac: AppendTag: from is outside dst")
@@ -142,8 +143,25 @@ func (k *Key) AppendTag(dst []byte, from int, src []byte, nonce []byte) ([]byte,
 	dst = slices.Grow(dst, len(src))[:n+len(src)]
 	var s state
 	s.write(&k.tab, nil, dst[from:n])
-	s.write(&k.tab, dst[n:], src)
+	if overlap(dst[n:], src) {
+		// src overlaps the bytes it goes to, as append allows: copy as
+		// append does (a forward copy in chunks would read bytes it had
+		// overwritten when src starts below them), then hash the copy.
+		copy(dst[n:], src)
+		s.write(&k.tab, nil, dst[n:])
+	} else {
+		s.write(&k.tab, dst[n:], src)
+	}
 	return dst, s.sum(k, nonce)
+}
+
+// overlap reports whether a and b share memory.
+func overlap(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(unsafe.SliceData(a))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
 }
 
 // state is a running GHASH: the hash of the whole blocks written so far,

@@ -127,6 +127,32 @@ func TestAppendTag(t *testing.T) {
 	}
 }
 
+// TestAppendTagOverlap: src overlapping the bytes it is appended to, as
+// append allows (beginning in dst's live bytes and running into the
+// spare capacity, or lying in the spare capacity), gives append's bytes
+// and their tag.
+func TestAppendTagOverlap(t *testing.T) {
+	key := make([]byte, 32)
+	nonce := make([]byte, 12)
+	for name, k := range keys(t, key) {
+		for _, shift := range []int{-40, -10, -1, 0, 1, 16, 100} {
+			buf := make([]byte, 1000)
+			for i := range buf {
+				buf[i] = byte(i * 13)
+			}
+			src := buf[50+shift : 50+shift+600]
+			want := append(bytes.Clone(buf[:50]), src...)
+			got, tag := k.AppendTag(buf[:50], 0, src, nonce)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s, shift %d: AppendTag made other bytes than append", name, shift)
+			}
+			if wt := stdTag(t, key, nonce, want); !bytes.Equal(tag[:], wt) {
+				t.Fatalf("%s, shift %d: tag %x, want %x", name, shift, tag, wt)
+			}
+		}
+	}
+}
+
 // TestVerifyRefuses: a changed bit of data, tag or nonce, or a short tag,
 // fails.
 func TestVerifyRefuses(t *testing.T) {
