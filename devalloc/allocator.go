@@ -330,13 +330,10 @@ func (a *Allocator) Alloc(size uint64, s driver.Stream) (driver.Ptr, error) {
 	if fs != nil && sameValue(fs.stream, s) {
 		// The set's own stream, whose device was checked when the set
 		// was made: the hit path asks s nothing more, and the block is
-		// known to be used on its owner's stream (block.own). This is
-		// takeLocked, written out: one call less on every hit.
+		// known to be used on its owner's stream (block.own).
 		checked = true
-		if c, ch := fs.free.fit(rsize); c != nil && a.fits(c, rsize) {
-			fs.free.take(c, ch)
-			a.commitLocked(fs, c, rsize, size, s, true)
-			b = c
+		if b = a.hitLocked(fs, rsize, size); b == nil {
+			b = a.takeLocked(fs, rsize, size, s, true)
 		}
 	}
 	a.mu.Unlock()

@@ -344,6 +344,31 @@ func (s *blockSet) insert(b *block) {
 	ch.push(c, b)
 }
 
+// revive is insert for the common return: b, of a plain segment and not
+// alone in it (so on no release list), goes back to the class heap it was
+// taken from whole, whose root entry still names it at its address. It
+// revives that entry, as insert would, without insert's call, and reports
+// whether it did; when false it has changed nothing.
+func (s *blockSet) revive(b *block) bool {
+	c := b.size >> classShift
+	w := c >> 6
+	if b.exp || b.prev == nil && b.next == nil || w >= uint64(len(s.pages)) || s.pages[w] == nil {
+		return false
+	}
+	ch := &s.pages[w][c&63]
+	if ch.top.b != b || ch.top.ptr != b.ptr || !ch.marked {
+		return false
+	}
+	s.n++
+	if x := s.idx; x != nil {
+		x.max[boolBit(s.small)].added(b.size)
+	}
+	ch.live++
+	b.hgen++ // odd: placed
+	ch.top.gen = b.hgen
+	return true
+}
+
 // newPage makes the bucket page of leaf word w, growing leaf and pages to
 // it.
 func (s *blockSet) newPage(w uint64) *bucketPage {

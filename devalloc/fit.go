@@ -132,6 +132,56 @@ func (a *Allocator) takeLocked(fs *freeSet, rsize, size uint64, s driver.Stream,
 	return b
 }
 
+// hitLocked is the common cache hit written out as one call: a request on
+// fs's own stream served whole by the lowest-address block of exactly
+// rsize bytes, which needs no split (nine hits in ten in BenchmarkHitPair).
+// It does what fit, take and commitLocked do for that block, without their
+// calls (each spills the caller's registers: Go keeps none across a call).
+// It returns nil, having changed nothing, when the case does not apply.
+// a.mu held.
+func (a *Allocator) hitLocked(fs *freeSet, rsize, size uint64) *block {
+	set := &fs.free
+	c := rsize >> classShift
+	w := c >> 6
+	if w >= uint64(len(set.pages)) || set.pages[w] == nil {
+		return nil
+	}
+	ch := &set.pages[w][c&63]
+	b := ch.top.b
+	if ch.live == 0 || !ch.top.valid(c) || b.size != rsize || b.rlist != listNone ||
+		ch.live == 1 && len(ch.h) > 1 || a.hist != nil || !a.fits(b, rsize) {
+		return nil
+	}
+	// take, for a root entry that stays (stale) for the revive.
+	b.hgen++
+	ch.live--
+	set.n--
+	if x := set.idx; x != nil {
+		x.max[boolBit(set.small)].removed(b.size)
+	}
+	// commitLocked, for a block taken whole on its owner's stream.
+	st, pool := &a.st, poolIdx(fs.small)
+	if inactiveSplit(b) {
+		st.dec(stInactiveSplit, pool, 1)
+		st.dec(stInactiveSplitBytes, pool, int64(b.size))
+	}
+	b.state = stateAllocated
+	b.requested = size
+	b.own = true
+	if a.oversize(b) {
+		st.oversizeAllocations.add(1)
+	}
+	st.numAllocs++
+	st.largestAlloc = max(st.largestAlloc, b.size)
+	if e := a.ptrs.atHome(b.ptr); e != nil {
+		e.b = b
+	} else {
+		a.ptrs.put(b.ptr, b)
+	}
+	st.committed(pool, int64(b.size), int64(size))
+	return b
+}
+
 // inactiveSplit reports whether b counts in the inactive_split stats: a
 // free block of a plain segment that is split.
 func inactiveSplit(b *block) bool {
@@ -231,7 +281,9 @@ func (a *Allocator) returnLocked(fs *freeSet, b *block) {
 		c.inc(stInactiveSplit, pool, 1)
 		c.inc(stInactiveSplitBytes, pool, int64(b.size))
 	}
-	fs.free.insert(b)
+	if !fs.free.revive(b) {
+		fs.free.insert(b)
+	}
 }
 
 // mergeLocked merges n, a free neighbour of b, into b. a.mu held.

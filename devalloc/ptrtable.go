@@ -42,7 +42,20 @@ func liveAt(p driver.Ptr, b *block) bool {
 // home is the slot p hashes to: Fibonacci hashing of the address above
 // kMinBlockSize, whose low bits are always zero.
 func (t *ptrTable) home(p driver.Ptr) uint64 {
-	return (uint64(p) >> 9 * 0x9E3779B97F4A7C15) >> t.shift
+	return (uint64(p) >> 9 * 0x9E3779B97F4A7C15) >> (t.shift & 63) // & 63: no shift-overflow branch
+}
+
+// atHome returns p's entry when it is in p's home slot, else nil. An
+// address allocated again after a free finds its entry there unless a
+// collision moved it on, so the hit path tries this, small enough to
+// inline, before get or put.
+func (t *ptrTable) atHome(p driver.Ptr) *ptrSlot {
+	if t.n > 0 {
+		if s := &t.slots[t.home(p)]; s.p == p {
+			return s
+		}
+	}
+	return nil
 }
 
 // get returns the live block at p, or nil.

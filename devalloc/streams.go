@@ -16,7 +16,15 @@ import (
 // streams' work is over.
 func (a *Allocator) free(p driver.Ptr) error {
 	a.mu.Lock()
-	b := a.ptrs.get(p) // its entry goes stale as b leaves stateAllocated
+	// p's entry goes stale as b leaves stateAllocated.
+	var b *block
+	if e := a.ptrs.atHome(p); e != nil {
+		if liveAt(p, e.b) {
+			b = e.b
+		}
+	} else {
+		b = a.ptrs.get(p)
+	}
 	if b == nil {
 		a.mu.Unlock()
 		return fmt.Errorf("devalloc: free %v: not a live allocation of this allocator (unknown pointer or double free): %w", p, driver.ErrInvalidPointer)
