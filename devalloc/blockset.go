@@ -465,14 +465,7 @@ func (s *blockSet) take(b *block, ch *classHeap) {
 		return
 	}
 	b.hgen++ // even: not placed
-	if ch.live--; ch.live == 0 && len(ch.h) > 1 {
-		// Empty: no entry is valid. A lone entry stays, for insert to
-		// revive when the block taken comes back; the leaf bit stays too
-		// (blockSet.leaf).
-		clear(ch.h)
-		ch.h = ch.h[:0]
-		ch.top = heapEntry{}
-	}
+	ch.taken()
 	// unindex, written out for the hit path.
 	s.n--
 	if x := s.idx; x != nil {
@@ -480,6 +473,18 @@ func (s *blockSet) take(b *block, ch *classHeap) {
 		if b.rlist != listNone {
 			s.unlist(x, b)
 		}
+	}
+}
+
+// taken counts out of ch a block whose entry just went stale.
+func (ch *classHeap) taken() {
+	if ch.live--; ch.live == 0 && len(ch.h) > 1 {
+		// Empty: no entry is valid. A lone entry stays, for insert to
+		// revive when the block taken comes back; the leaf bit stays too
+		// (blockSet.leaf).
+		clear(ch.h)
+		ch.h = ch.h[:0]
+		ch.top = heapEntry{}
 	}
 }
 

@@ -303,6 +303,9 @@ func (s *blockSet) checkClasses() error {
 			if bit != ch.marked || ch.live > 0 && !bit {
 				return fmt.Errorf("class %d: leaf bit %v, marked %v, %d blocks", w<<6|j, bit, ch.marked, ch.live)
 			}
+			if ch.live == 0 && len(ch.h) > 1 {
+				return fmt.Errorf("class %d: no block, %d stale entries kept", w<<6|j, len(ch.h))
+			}
 			if len(ch.h) == 0 && ch.top != (heapEntry{}) ||
 				len(ch.h) > 0 && (ch.top.b != ch.h[0].b || ch.top.ptr != ch.h[0].ptr) {
 				return fmt.Errorf("class %d: top is not the root entry", w<<6|j)

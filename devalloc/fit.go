@@ -149,12 +149,12 @@ func (a *Allocator) hitLocked(fs *freeSet, rsize, size uint64) *block {
 	ch := &set.pages[w][c&63]
 	b := ch.top.b
 	if ch.live == 0 || !ch.top.valid(c) || b.size != rsize || b.rlist != listNone ||
-		ch.live == 1 && len(ch.h) > 1 || a.hist != nil || !a.fits(b, rsize) {
+		a.hist != nil || !a.fits(b, rsize) {
 		return nil
 	}
-	// take, for a root entry that stays (stale) for the revive.
+	// blockSet.take, for a block on no release list.
 	b.hgen++
-	ch.live--
+	ch.taken()
 	set.n--
 	if x := set.idx; x != nil {
 		x.max[boolBit(set.small)].removed(b.size)
