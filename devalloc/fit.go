@@ -147,10 +147,18 @@ func (a *Allocator) hitLocked(fs *freeSet, rsize, size uint64) *block {
 		return nil
 	}
 	ch := &set.pages[w][c&63]
-	b := ch.top.b
+	p, b := ch.top.ptr, ch.top.b
 	if ch.live == 0 || !ch.top.valid(c) || b.size != rsize || b.rlist != listNone ||
 		a.hist != nil || !a.fits(b, rsize) {
 		return nil
+	}
+	// The pointer table's slot is found from the address in the heap
+	// entry (b.ptr, once valid), not from the block: the slot's load does
+	// not wait for the block's, and both are likely cache misses.
+	if e := a.ptrs.atHome(p); e != nil {
+		e.b = b
+	} else {
+		a.ptrs.put(p, b)
 	}
 	// blockSet.take, for a block on no release list.
 	b.hgen++
@@ -173,11 +181,6 @@ func (a *Allocator) hitLocked(fs *freeSet, rsize, size uint64) *block {
 	}
 	st.numAllocs++
 	st.largestAlloc = max(st.largestAlloc, b.size)
-	if e := a.ptrs.atHome(b.ptr); e != nil {
-		e.b = b
-	} else {
-		a.ptrs.put(b.ptr, b)
-	}
 	st.committed(pool, int64(b.size), int64(size))
 	return b
 }
