@@ -132,24 +132,26 @@ func (a *Allocator) takeLocked(fs *freeSet, rsize, size uint64, s driver.Stream,
 	return b
 }
 
-// hitLocked is the common cache hit written out as one call: a request on
-// fs's own stream served whole by the lowest-address block of exactly
-// rsize bytes, which needs no split (nine hits in ten in BenchmarkHitPair).
-// It does what fit, take and commitLocked do for that block, without their
-// calls (each spills the caller's registers: Go keeps none across a call).
-// It returns nil, having changed nothing, when the case does not apply.
-// a.mu held.
+// hitLocked is the common cache hit as one call: a request on fs's own
+// stream, history off, served whole by the lowest-address block of exactly
+// rsize bytes, which is on no release list and needs no split (nine hits
+// in ten in BenchmarkHitPair). It does for that block what takeLocked's
+// fit, take and commitLocked do, without their calls: Go keeps no
+// register across a call, so each one spilled and reloaded the hit's
+// state. It returns nil, having changed nothing, when the case does not
+// apply, and the caller takes the general path. Keep the two in step:
+// checkIndexes, checkClasses and FuzzOps's stats checks see both. a.mu
+// held.
 func (a *Allocator) hitLocked(fs *freeSet, rsize, size uint64) *block {
 	set := &fs.free
 	c := rsize >> classShift
 	w := c >> 6
-	if w >= uint64(len(set.pages)) || set.pages[w] == nil {
+	if a.hist != nil || w >= uint64(len(set.pages)) || set.pages[w] == nil {
 		return nil
 	}
 	ch := &set.pages[w][c&63]
 	p, b := ch.top.ptr, ch.top.b
-	if ch.live == 0 || !ch.top.valid(c) || b.size != rsize || b.rlist != listNone ||
-		a.hist != nil || !a.fits(b, rsize) {
+	if ch.live == 0 || !ch.top.valid(c) || b.size != rsize || b.rlist != listNone || !a.fits(b, rsize) {
 		return nil
 	}
 	// The pointer table's slot is found from the address in the heap
