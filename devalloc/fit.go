@@ -140,8 +140,8 @@ func (a *Allocator) takeLocked(fs *freeSet, rsize, size uint64, s driver.Stream,
 // register across a call, so each one spilled and reloaded the hit's
 // state. It returns nil, having changed nothing, when the case does not
 // apply, and the caller takes the general path. Keep the two in step:
-// checkIndexes, checkClasses and FuzzOps's stats checks see both. a.mu
-// held.
+// TestHitPathMatchesGeneralPath checks each hit against a best fit found
+// by scanning the set and its counters against the blocks. a.mu held.
 func (a *Allocator) hitLocked(fs *freeSet, rsize, size uint64) *block {
 	set := &fs.free
 	c := rsize >> classShift
