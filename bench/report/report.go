@@ -240,17 +240,38 @@ type Line struct {
 	Points [][2]float64 `json:"points"`
 }
 
-// ComputeRatio fills r.Ratio from the medians.
+// ComputeRatio fills r.Ratio. When ours and the baseline were measured
+// in the same repetitions (as many values on each side, in repetition
+// order, as accbench records them) it is the median of the repetitions'
+// own ratios: each pair saw the same machine, and a repetition the load
+// slowed on one side moves its own ratio, not the other side's median,
+// as cachetest.Versus takes the median of its rounds' ratios. Otherwise
+// (a peer's single figure, say) it is the ratio of the medians.
 func (r *Row) ComputeRatio() {
 	if r.Base == nil || r.Base.Median == 0 || r.Ours.Median == 0 {
 		r.Ratio = 0
 		return
 	}
-	if r.HigherBetter {
-		r.Ratio = r.Ours.Median / r.Base.Median
-	} else {
-		r.Ratio = r.Base.Median / r.Ours.Median
+	better := func(ours, base float64) float64 {
+		if r.HigherBetter {
+			return ours / base
+		}
+		return base / ours
 	}
+	o, b := r.Ours.Values, r.Base.Values
+	if len(o) > 1 && len(o) == len(b) {
+		ratios := make([]float64, 0, len(o))
+		for i := range o {
+			if o[i] > 0 && b[i] > 0 {
+				ratios = append(ratios, better(o[i], b[i]))
+			}
+		}
+		if len(ratios) == len(o) {
+			r.Ratio = NewStat(ratios...).Median
+			return
+		}
+	}
+	r.Ratio = better(r.Ours.Median, r.Base.Median)
 }
 
 // WriteJSON writes r indented.

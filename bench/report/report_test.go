@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"html"
 	"image/png"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,6 +74,31 @@ func TestRatioDirection(t *testing.T) {
 	}
 	if got := r.Suites[2].Rows[0].Ratio; got != 2 {
 		t.Errorf("bandwidth ratio = %v, want 8/4", got)
+	}
+}
+
+// TestRatioOfPairs: with ours and the baseline measured in the same
+// repetitions, the ratio is the median of the repetitions' ratios, not
+// the ratio of the medians; with unpaired figures it is the latter.
+func TestRatioOfPairs(t *testing.T) {
+	// Repetition ratios 120/145, 130/161, 108/126, 112/135, 113/159:
+	// median 120/145 = 0.828; the ratio of the medians is 113/145 = 0.779.
+	base := NewStat(120, 130, 108, 112, 113)
+	r := Row{Unit: "us/op", Ours: NewStat(145, 161, 126, 135, 159), Base: &base}
+	r.ComputeRatio()
+	if want := 120.0 / 145; math.Abs(r.Ratio-want) > 1e-9 {
+		t.Errorf("paired ratio = %v, want the median of the pairs' %v", r.Ratio, want)
+	}
+	r.HigherBetter = true
+	r.ComputeRatio()
+	if want := 145.0 / 120; math.Abs(r.Ratio-want) > 1e-9 {
+		t.Errorf("paired rate ratio = %v, want %v", r.Ratio, want)
+	}
+	one := NewStat(100)
+	r = Row{Unit: "us/op", Ours: NewStat(145, 161, 126), Base: &one}
+	r.ComputeRatio()
+	if want := 100.0 / 145; math.Abs(r.Ratio-want) > 1e-9 {
+		t.Errorf("unpaired ratio = %v, want the ratio of the medians %v", r.Ratio, want)
 	}
 }
 
