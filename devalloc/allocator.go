@@ -75,7 +75,8 @@ package devalloc
 // or a free is exactly one critical section (one lock pair), and a
 // Snapshot under that lock sees blocks and stats agree. PyTorch, too,
 // guards a device's free sets and stats with one mutex (its pointer map
-// has 67 more). A hit pair is ~105 ns of work here, and the earlier design
+// has 67 more). A hit pair is 75-80 ns of work here (BenchmarkHitPair,
+// default Config, on the 2-vCPU developer machine), and the earlier design
 // (a lock per (stream, pool), 64 pointer-map shards and a stats lock:
 // three lock pairs per operation, since exact peak stats need one global
 // order anyway) spent more on the extra lock pairs than it gained: 233-237
