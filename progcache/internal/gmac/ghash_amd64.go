@@ -70,8 +70,8 @@ func (t *table) update(acc *[16]byte, dst, p []byte) {
 	update(t, acc, d, &p[0], n)
 }
 
-// mulBy sets dst[i] to src[i]·b for i < n, the arrays' elements 16
-// bytes apart.
+// mulBy sets dst[i] to src[i]·b for i < n (n >= 1), the arrays'
+// elements 16 bytes apart; dst must not overlap src or b.
 //
 //go:noescape
 func mulBy(dst, src, b *[16]byte, n int)
