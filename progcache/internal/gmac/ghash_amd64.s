@@ -44,6 +44,16 @@ GLOBL gcmPoly<>(SB), RODATA|NOPTR, $16
 	VPXOR      X11, X8, X8; \
 	VPXOR      X9, X8, X8
 
+// MUL1 sets X8 to X0·X12, X13 holding X12's Karatsuba half; X1, X9,
+// X10 and X11 are scratch.
+#define MUL1 \
+	VPCLMULQDQ $0x00, X12, X0, X8; \
+	VPCLMULQDQ $0x11, X12, X0, X9; \
+	VPSHUFD    $0x4e, X0, X1; \
+	VPXOR      X0, X1, X1; \
+	VPCLMULQDQ $0x00, X13, X1, X10; \
+	MUL_REDUCE
+
 // PAIR multiplies the two blocks in register D (shuffled in place) by the
 // table's powers at offset OFF and adds the products to Y8, Y9, Y10.
 #define PAIR(D, OFF) \
@@ -72,12 +82,7 @@ TEXT ·mulBy(SB), NOSPLIT, $0-32
 mulLoop:
 	// The iterations are independent, so they overlap in the core.
 	VMOVDQU    (SI), X0
-	VPCLMULQDQ $0x00, X12, X0, X8
-	VPCLMULQDQ $0x11, X12, X0, X9
-	VPSHUFD    $0x4e, X0, X1
-	VPXOR      X0, X1, X1
-	VPCLMULQDQ $0x00, X13, X1, X10
-	MUL_REDUCE
+	MUL1
 	VMOVDQU X8, (DI)
 	LEAQ    16(SI), SI
 	LEAQ    16(DI), DI
@@ -166,12 +171,7 @@ singleLoop:
 hash1:
 	VPSHUFB    X15, X0, X0
 	VPXOR      X8, X0, X0
-	VPCLMULQDQ $0x00, X12, X0, X8
-	VPCLMULQDQ $0x11, X12, X0, X9
-	VPSHUFD    $0x4e, X0, X1
-	VPXOR      X0, X1, X1
-	VPCLMULQDQ $0x00, X13, X1, X10
-	MUL_REDUCE
+	MUL1
 	ADDQ $16, SI
 	DECQ DX
 	JNE  singleLoop

@@ -37,16 +37,14 @@ const (
 // with the fast hash, the powers of the hash key. It is safe for
 // concurrent use.
 //
-// Locking: block, gcm, fast and tab are set by New and never written
-// again.
+// Locking: block, gcm and tab are set by New and never written again.
 // j0 is the buffer in which the tag's mask E_K(J0) is made (a buffer
 // handed to cipher.Block, an interface, would otherwise escape: one
 // allocation per tag); the call that sets j0Busy from false owns it until
 // it clears it, and a call that finds it owned uses a buffer of its own.
 type Key struct {
 	block  cipher.Block
-	gcm    cipher.AEAD // without the fast hash: crypto/cipher computes tags
-	fast   bool        // with it: tab holds H^1..H^16 in the hash's form
+	gcm    cipher.AEAD // nil with the fast hash, when tab holds H^1..H^16 in its form
 	tab    table
 	j0Busy atomic.Bool
 	j0     [16]byte
@@ -67,7 +65,6 @@ func New(key []byte) (*Key, error) {
 		h := k.j0
 		k.j0 = [16]byte{}
 		k.tab.init(&h)
-		k.fast = true
 		return k, nil
 	}
 	if k.gcm, err = cipher.NewGCM(block); err != nil {
@@ -92,7 +89,7 @@ func (k *Key) Tag(nonce, data []byte) [TagSize]byte {
 	if len(nonce) != NonceSize {
 		panic(errNonce)
 	}
-	if !k.fast {
+	if k.gcm != nil {
 		return k.stdTag(nonce, data)
 	}
 	var s state
@@ -113,7 +110,7 @@ func (k *Key) Verify(nonce, data, tag []byte) bool {
 	if len(tag) != TagSize {
 		return false
 	}
-	if !k.fast {
+	if k.gcm != nil {
 		if len(nonce) != NonceSize {
 			panic(errNonce)
 		}
@@ -127,12 +124,13 @@ func (k *Key) Verify(nonce, data, tag []byte) bool {
 // AppendTag appends src to dst and returns the extended slice with the
 // GMAC, under nonce, of dst[from:] followed by src: the tag of the bytes
 // from from to the new end. With the fast hash the copy and the hash are
-// one pass over src. src may overlap dst, as with append. It panics if from is not within dst.
+// one pass over src. src may overlap dst, as with append. It panics if
+// from is not within dst.
 func (k *Key) AppendTag(dst []byte, from int, src []byte, nonce []byte) ([]byte, [TagSize]byte) {
 	if from < 0 || from > len(dst) {
 		panic("gmac: AppendTag: from is outside dst")
 	}
-	if !k.fast {
+	if k.gcm != nil {
 		dst = append(dst, src...)
 		return dst, k.Tag(nonce, dst[from:])
 	}
