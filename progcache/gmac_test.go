@@ -200,8 +200,8 @@ func TestGMACKeysConcurrent(t *testing.T) {
 }
 
 // TestGMACReadAgain: verifying a record whose nonce was verified before
-// reuses the derived GCM (no allocation, no key schedule), and a reused
-// GCM still refuses the record once one byte of it changed, and refuses a
+// reuses the derived GMAC key (no allocation, no key schedule), and a reused
+// key still refuses the record once one byte of it changed, and refuses a
 // record with the same nonce prefix sealed under another key's id.
 func TestGMACReadAgain(t *testing.T) {
 	opt := RecordOptions{MACKey: bytes.Repeat([]byte{0x42}, 32)}
@@ -217,7 +217,7 @@ func TestGMACReadAgain(t *testing.T) {
 			t.Fatal(err)
 		}
 	}); n != 0 {
-		t.Errorf("ViewRecord of a record verified before allocates %v times, want 0 (the derived GCM reused)", n)
+		t.Errorf("ViewRecord of a record verified before allocates %v times, want 0 (the derived key reused)", n)
 	}
 	for _, at := range []int{RecordHeaderSize + 5, RecordHeaderSize + gmacNonceSize + 3, len(b) - 40, len(b) - 1} {
 		bad := bytes.Clone(b)
