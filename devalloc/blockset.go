@@ -347,8 +347,9 @@ func (s *blockSet) insert(b *block) {
 // revive is insert for the common return: b, of a plain segment and not
 // alone in it (so on no release list), goes back to the class heap it was
 // taken from whole, whose root entry still names it at its address. It
-// revives that entry, as insert would, without insert's call, and reports
-// whether it did; when false it has changed nothing.
+// revives that entry as insert's in-place case does, without insert's
+// release-list and page tests, and reports whether it did; when false it
+// has changed nothing.
 func (s *blockSet) revive(b *block) bool {
 	c := b.size >> classShift
 	w := c >> 6
