@@ -284,18 +284,8 @@ func inspectSE(res *childResult, w *childWriter, initFn uintptr, st *tfStatus, p
 	res.Device = d
 	// The plugin may have pointed params.platform elsewhere; TensorFlow
 	// reads its own struct, so this does too.
-	if p := uintptr(platform.u64(spPlatformNameOff)); p == 0 {
-		res.NameNull = true
-	} else {
-		res.NameRaw, _ = readCString(cmem, p)
-		d.Name = cleanString(res.NameRaw, false)
-	}
-	if p := uintptr(platform.u64(spPlatformTypeOff)); p == 0 {
-		res.TypeNull = true
-	} else {
-		res.TypeRaw, _ = readCString(cmem, p)
-		d.Type = cleanString(res.TypeRaw, false)
-	}
+	res.NameRaw, d.Name, res.NameNull = readName(uintptr(platform.u64(spPlatformNameOff)))
+	res.TypeRaw, d.Type, res.TypeNull = readName(uintptr(platform.u64(spPlatformTypeOff)))
 	for i, name := range spPlatformFns {
 		if fns.u64(spPlatformFnsFirstOff+8*i) == 0 {
 			d.Null = append(d.Null, "SP_PlatformFns."+name)
@@ -332,12 +322,7 @@ func inspectGraph(res *childResult, w *childWriter, initFn uintptr, st *tfStatus
 		ConfigsStructSize:   int(min(configs.u64(0), 1<<30)),
 	}
 	res.Graph = g
-	if p := uintptr(params.u64(tpParamsDeviceOff)); p == 0 {
-		res.DeviceTypeNull = true
-	} else {
-		res.DeviceTypeRaw, _ = readCString(cmem, p)
-		g.DeviceType = cleanString(res.DeviceTypeRaw, false)
-	}
+	res.DeviceTypeRaw, g.DeviceType, res.DeviceTypeNull = readName(uintptr(params.u64(tpParamsDeviceOff)))
 	for _, cb := range []struct {
 		name string
 		off  int
@@ -346,4 +331,15 @@ func inspectGraph(res *childResult, w *childWriter, initFn uintptr, st *tfStatus
 			g.Callbacks = append(g.Callbacks, cb.name)
 		}
 	}
+}
+
+// readName reads the C string a plugin pointed a name field at: its
+// bytes as they are and cleaned for display, or null when the pointer is
+// NULL.
+func readName(p uintptr) (raw []byte, clean string, null bool) {
+	if p == 0 {
+		return nil, "", true
+	}
+	raw, _ = readCString(cmem, p)
+	return raw, cleanString(raw, false), false
 }
